@@ -1,0 +1,733 @@
+"""Local frequent-itemset mining: the transaction database and three miners.
+
+Every party runs these on its own data, and the centralized reference of the distributed
+protocols (issue 5) is the same code run on the pooled data.
+
+The data structure is :class:`TransactionDB`: rows are transactions, columns are items;
+it stores the rows as a sparse CSR structure (so that sparse basket data such as retail
+fits in memory) and builds packed ``uint64`` bit-columns per item on demand (so that
+support counting is ``np.bitwise_and`` plus ``np.bitwise_count``).
+
+The miners follow the literature:
+
+* :func:`apriori` -- level-wise search with the candidate generation ``apriori_gen`` =
+  :func:`join_step` + :func:`prune_step` of Agrawal & Srikant (VLDB 1994), supports
+  counted on bitsets; see seed 000 section 20.3 ("reminiscent of Apriori pruning in
+  frequent itemset mining") and the distributed mining of section 20.5.
+* :func:`eclat` -- Zaki's (IEEE TKDE 2000) depth-first search on the vertical layout: the
+  tid-set of ``P + {x}`` is the intersection of tid-sets; here the tid-sets of all
+  extensions of a prefix are intersected in one vectorized numpy call.
+* :func:`fpgrowth` -- Han, Pei & Yin's (SIGMOD 2000) pattern growth: items are processed
+  from the least frequent, and each item's *conditional pattern base* (the prefix paths of
+  the transactions containing it, in descending-frequency order) is mined recursively.
+  The FP-tree's prefix sharing is replaced by merging identical weighted paths in a
+  boolean matrix, which is what the tree compresses.
+
+The single definition of "frequent" is :func:`min_count`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from ppdm.progress import Progress, progress_task
+
+__all__ = [
+    "TransactionDB",
+    "apriori",
+    "apriori_gen",
+    "eclat",
+    "fpgrowth",
+    "frequent_itemsets",
+    "join_step",
+    "min_count",
+    "prune_step",
+    "support_counts",
+]
+
+log = logging.getLogger(__name__)
+
+Method = Literal["fpgrowth", "apriori", "eclat"]
+
+# Bytes of bitsets materialized at once when counting a batch of Apriori candidates.
+_CHUNK_BYTES = 32 << 20
+
+
+def min_count(min_support: float, n: int) -> int:
+    """The smallest support count that makes an itemset frequent in ``n`` transactions.
+
+    An itemset with support count ``c`` is frequent iff ``c >= min_support * n``. To make
+    the comparison immune to float error (``0.3 * 10`` is ``3.0000000000000004`` in IEEE
+    double, so a naive ``ceil`` would demand 4), the threshold is defined as the smallest
+    integer ``c`` with ``c / n >= min_support`` where ``c / n`` is one correctly rounded
+    IEEE division -- exactly the test ``support >= min_support`` of mlxtend's apriori and
+    of association-rule tools that report relative supports. A ratio that equals the
+    decimal threshold (3 of 10 at 0.3) therefore counts as frequent.
+
+    Parameters
+    ----------
+    min_support : float
+        Relative minimum support, ``0 < min_support <= 1``.
+    n : int
+        Number of transactions.
+
+    Returns
+    -------
+    int
+        The count threshold, at least 1 (``n + 1`` when nothing can be frequent, which
+        only happens for ``n == 0``).
+
+    Examples
+    --------
+    >>> min_count(0.3, 10)
+    3
+    >>> min_count(0.25, 10)
+    3
+    >>> min_count(1.0, 7)
+    7
+    """
+    s = float(min_support)
+    if not (0.0 < s <= 1.0) or math.isnan(s):
+        raise ValueError(f"min_support must be in (0, 1], got {min_support!r}")
+    n = int(n)
+    if n < 0:
+        raise ValueError(f"n must be non-negative, got {n}")
+    if n == 0:
+        return 1
+    c = max(1, min(n, math.ceil(s * n)))
+    while c > 1 and (c - 1) / n >= s:
+        c -= 1
+    while c <= n and c / n < s:
+        c += 1
+    return c
+
+
+def _popcount_rows(x: np.ndarray) -> np.ndarray:
+    """Number of set bits in each row of a 2-D ``uint64`` array, as int64."""
+    if x.shape[1] == 0:
+        return np.zeros(x.shape[0], dtype=np.int64)
+    return np.bitwise_count(x).sum(axis=1, dtype=np.int64)
+
+
+@dataclass(eq=False)
+class TransactionDB:
+    """A transaction database: ``n_transactions`` rows over the item labels ``items``.
+
+    Stored as CSR: the items of transaction ``t`` are ``items[indices[indptr[t]:
+    indptr[t + 1]]]``, with ``indices`` strictly increasing inside a row (a transaction is a
+    set). Build instances with the readers of :mod:`ppdm.mining.readers`
+    (``from_transactions``, ``read_fimi``, ...) or :meth:`from_csr`.
+
+    Attributes
+    ----------
+    n_transactions : int
+        Number of transactions (rows), empty transactions included.
+    items : numpy.ndarray
+        Sorted distinct item labels (``int64`` for FIMI data, strings for baskets). Items
+        may have support 0 (e.g. after :meth:`subset`).
+    indptr, indices : numpy.ndarray
+        The CSR structure (``int64``): row pointers and item positions into ``items``.
+
+    Notes
+    -----
+    The column-wise bitset of item ``x`` (:meth:`bitset`) is a packed ``uint64`` array of
+    ``ceil(n / 64)`` words in which bit ``t % 64`` of word ``t // 64`` is set iff transaction
+    ``t`` contains ``x``. Bitsets are built lazily and cached.
+
+    Examples
+    --------
+    >>> from ppdm.mining.readers import from_transactions
+    >>> db = from_transactions([[1, 2, 3], [1, 2], [2, 3], [1, 3], [1, 2, 3]])
+    >>> db.n_transactions, db.items.tolist()
+    (5, [1, 2, 3])
+    >>> db.support_count({1, 2})
+    3
+    >>> sorted(db.project([2, 3]).transactions())
+    [(2,), (2, 3), (2, 3), (2, 3), (3,)]
+    """
+
+    n_transactions: int
+    items: np.ndarray
+    indptr: np.ndarray
+    indices: np.ndarray
+    _csc: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+    _bits: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+    _pos: dict[Any, int] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.n_transactions = int(self.n_transactions)
+        self.items = np.asarray(self.items)
+        self.indptr = np.asarray(self.indptr, dtype=np.int64)
+        self.indices = np.asarray(self.indices, dtype=np.int64)
+        if self.items.ndim != 1 or self.indptr.ndim != 1 or self.indices.ndim != 1:
+            raise ValueError("items, indptr and indices must be 1-D arrays")
+        if len(self.indptr) != self.n_transactions + 1:
+            raise ValueError("indptr must have n_transactions + 1 entries")
+        if self.n_transactions and (self.indptr[0] != 0 or self.indptr[-1] != len(self.indices)):
+            raise ValueError("indptr must start at 0 and end at len(indices)")
+        if np.any(np.diff(self.indptr) < 0):
+            raise ValueError("indptr must be non-decreasing")
+        if len(self.indices) and (
+            self.indices.min() < 0 or self.indices.max() >= len(self.items)
+        ):
+            raise ValueError("indices must be positions into items")
+        if len(self.items) > 1 and not np.all(self.items[1:] > self.items[:-1]):
+            raise ValueError("items must be sorted and distinct")
+        if len(self.indices) > 1:
+            rising = self.indices[1:] > self.indices[:-1]
+            row_starts = np.zeros(len(self.indices), dtype=bool)
+            starts = self.indptr[:-1][np.diff(self.indptr) > 0]
+            row_starts[starts] = True
+            if not np.all(rising | row_starts[1:]):
+                raise ValueError("indices must be strictly increasing within each row")
+
+    # -- construction -------------------------------------------------------------------
+
+    @classmethod
+    def from_csr(
+        cls, n_transactions: int, items: np.ndarray, indptr: np.ndarray, indices: np.ndarray
+    ) -> TransactionDB:
+        """Build from a validated CSR structure (see the class docstring)."""
+        return cls(n_transactions, items, indptr, indices)
+
+    @classmethod
+    def from_pairs(
+        cls, n_transactions: int, items: np.ndarray, rows: np.ndarray, cols: np.ndarray
+    ) -> TransactionDB:
+        """Build from ``(row, item position)`` pairs in any order, duplicates allowed."""
+        n_items = len(items)
+        rows = np.asarray(rows, dtype=np.int64)
+        cols = np.asarray(cols, dtype=np.int64)
+        if len(rows) != len(cols):
+            raise ValueError("rows and cols must have the same length")
+        if len(rows) and (rows.min() < 0 or rows.max() >= n_transactions):
+            raise ValueError("row index out of range")
+        if len(cols) and (cols.min() < 0 or cols.max() >= n_items):
+            raise ValueError("item position out of range")
+        key = np.unique(rows * max(n_items, 1) + cols)
+        r = key // max(n_items, 1)
+        c = key % max(n_items, 1)
+        indptr = np.zeros(n_transactions + 1, dtype=np.int64)
+        np.cumsum(np.bincount(r, minlength=n_transactions), out=indptr[1:])
+        return cls(n_transactions, items, indptr, c)
+
+    # -- basic access -------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self.n_transactions
+
+    @property
+    def n_items(self) -> int:
+        """Number of item labels (columns)."""
+        return len(self.items)
+
+    @property
+    def n_words(self) -> int:
+        """Length in ``uint64`` words of one bit-column."""
+        return (self.n_transactions + 63) // 64
+
+    def row_ids(self) -> np.ndarray:
+        """The transaction index of every CSR entry (aligned with ``indices``)."""
+        return np.repeat(np.arange(self.n_transactions, dtype=np.int64), np.diff(self.indptr))
+
+    def transactions(self) -> Iterator[tuple]:
+        """Iterate over the transactions as tuples of item labels in sorted order."""
+        labels = self.items.tolist()
+        ind = self.indices.tolist()
+        ptr = self.indptr.tolist()
+        for t in range(self.n_transactions):
+            yield tuple(labels[i] for i in ind[ptr[t] : ptr[t + 1]])
+
+    def transaction_lengths(self) -> np.ndarray:
+        """Number of items of every transaction."""
+        return np.diff(self.indptr)
+
+    def item_position(self, item: Any) -> int:
+        """Position of the label ``item`` in :attr:`items`; ``KeyError`` if absent."""
+        if self._pos is None:
+            self._pos = {x: i for i, x in enumerate(self.items.tolist())}
+        key = item.item() if isinstance(item, np.generic) else item
+        try:
+            return self._pos[key]
+        except (KeyError, TypeError):
+            raise KeyError(f"item {item!r} is not in the database") from None
+
+    def item_positions(self, itemset: Iterable[Any]) -> np.ndarray:
+        """Positions of the labels of ``itemset`` (sorted, distinct)."""
+        return np.array(sorted({self.item_position(x) for x in itemset}), dtype=np.int64)
+
+    def item_counts(self) -> np.ndarray:
+        """Support count of every single item, aligned with :attr:`items`."""
+        return np.bincount(self.indices, minlength=self.n_items).astype(np.int64)
+
+    def to_dense(self, positions: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
+        """Boolean matrix ``(n_transactions, k)`` of the given item positions (all items by
+        default)."""
+        if positions is None:
+            out = np.zeros((self.n_transactions, self.n_items), dtype=bool)
+            out[self.row_ids(), self.indices] = True
+            return out
+        positions = np.asarray(positions, dtype=np.int64)
+        col_of = np.full(self.n_items, -1, dtype=np.int64)
+        col_of[positions] = np.arange(len(positions))
+        out = np.zeros((self.n_transactions, len(positions)), dtype=bool)
+        c = col_of[self.indices]
+        keep = c >= 0
+        out[self.row_ids()[keep], c[keep]] = True
+        return out
+
+    # -- vertical layout ----------------------------------------------------------------
+
+    def tidlists(self) -> tuple[np.ndarray, np.ndarray]:
+        """CSC view ``(colptr, tids)``: transactions containing item position ``i`` are
+        ``tids[colptr[i]:colptr[i + 1]]`` (sorted)."""
+        if self._csc is None:
+            order = np.argsort(self.indices, kind="stable")
+            tids = self.row_ids()[order]
+            colptr = np.zeros(self.n_items + 1, dtype=np.int64)
+            np.cumsum(np.bincount(self.indices, minlength=self.n_items), out=colptr[1:])
+            self._csc = (colptr, tids)
+        return self._csc
+
+    def bit_matrix(self, positions: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Packed bit-columns ``(k, n_words)`` (``uint64``) of the given item positions."""
+        positions = np.asarray(positions, dtype=np.int64)
+        out = np.zeros((len(positions), self.n_words), dtype=np.uint64)
+        if len(positions) == 0 or self.n_transactions == 0:
+            return out
+        colptr, tids = self.tidlists()
+        lens = colptr[positions + 1] - colptr[positions]
+        starts = np.repeat(colptr[positions], lens)
+        offs = np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens)
+        t = tids[starts + offs]
+        row = np.repeat(np.arange(len(positions), dtype=np.int64), lens)
+        key = row * self.n_words + (t >> 6)
+        vals = np.left_shift(np.uint64(1), (t & 63).astype(np.uint64))
+        if len(key):
+            uniq, first = np.unique(key, return_index=True)
+            out.reshape(-1)[uniq] = np.bitwise_or.reduceat(vals, first)
+        return out
+
+    def bitset(self, item: Any) -> np.ndarray:
+        """The packed ``uint64`` bit-column of the label ``item`` (cached, read-only)."""
+        p = self.item_position(item)
+        b = self._bits.get(p)
+        if b is None:
+            b = self.bit_matrix([p])[0]
+            b.flags.writeable = False
+            self._bits[p] = b
+        return b
+
+    def cover(self, itemset: Iterable[Any]) -> np.ndarray:
+        """Boolean mask of the transactions that contain every item of ``itemset``."""
+        mask = np.ones(self.n_transactions, dtype=bool)
+        for item in set(itemset):
+            colptr, tids = self.tidlists()
+            p = self.item_position(item)
+            m = np.zeros(self.n_transactions, dtype=bool)
+            m[tids[colptr[p] : colptr[p + 1]]] = True
+            mask &= m
+        return mask
+
+    def support_count(self, itemset: Iterable[Any]) -> int:
+        """Number of transactions containing every item of ``itemset`` (``n`` if empty).
+
+        A label that is not in the database has support 0.
+        """
+        items = set(itemset)
+        if not items:
+            return self.n_transactions
+        try:
+            cols = [self.bitset(x) for x in items]
+        except KeyError:
+            return 0
+        acc = cols[0].copy()
+        for b in cols[1:]:
+            np.bitwise_and(acc, b, out=acc)
+        return int(np.bitwise_count(acc).sum(dtype=np.int64))
+
+    # -- partitions ---------------------------------------------------------------------
+
+    def subset(self, rows: Sequence[int] | np.ndarray) -> TransactionDB:
+        """Horizontal partition: the transactions ``rows`` (indices or a boolean mask), in
+        the given order, over the same item labels."""
+        rows = np.asarray(rows)
+        if rows.dtype == bool:
+            if len(rows) != self.n_transactions:
+                raise ValueError("boolean row mask has the wrong length")
+            rows = np.flatnonzero(rows)
+        rows = rows.astype(np.int64)
+        if len(rows) and (rows.min() < 0 or rows.max() >= self.n_transactions):
+            raise ValueError("row index out of range")
+        lens = self.indptr[rows + 1] - self.indptr[rows]
+        indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(lens, out=indptr[1:])
+        starts = np.repeat(self.indptr[rows], lens)
+        offs = np.arange(indptr[-1]) - np.repeat(indptr[:-1], lens)
+        return TransactionDB(len(rows), self.items.copy(), indptr, self.indices[starts + offs])
+
+    def project(self, items: Iterable[Any]) -> TransactionDB:
+        """Vertical partition: the same transactions restricted to the labels ``items``."""
+        pos = self.item_positions(items)
+        new_of = np.full(self.n_items, -1, dtype=np.int64)
+        new_of[pos] = np.arange(len(pos))
+        c = new_of[self.indices]
+        keep = c >= 0
+        indptr = np.zeros(self.n_transactions + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.row_ids()[keep], minlength=self.n_transactions), out=indptr[1:])
+        return TransactionDB(self.n_transactions, self.items[pos], indptr, c[keep])
+
+    def replace_columns(self, items: Iterable[Any], matrix: np.ndarray) -> TransactionDB:
+        """A copy in which the columns of the labels ``items`` (sorted order) are replaced
+        by the boolean ``matrix`` of shape ``(n_transactions, k)``; used by rule hiding to
+        write back sanitized columns."""
+        pos = self.item_positions(items)
+        matrix = np.asarray(matrix, dtype=bool)
+        if matrix.shape != (self.n_transactions, len(pos)):
+            raise ValueError(
+                f"matrix must have shape {(self.n_transactions, len(pos))}, got {matrix.shape}"
+            )
+        drop = np.zeros(self.n_items, dtype=bool)
+        drop[pos] = True
+        keep = ~drop[self.indices]
+        r_new, c_new = np.nonzero(matrix)
+        rows = np.concatenate([self.row_ids()[keep], r_new])
+        cols = np.concatenate([self.indices[keep], pos[c_new]])
+        return TransactionDB.from_pairs(self.n_transactions, self.items.copy(), rows, cols)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TransactionDB):
+            return NotImplemented
+        return (
+            self.n_transactions == other.n_transactions
+            and np.array_equal(self.items, other.items)
+            and np.array_equal(self.indptr, other.indptr)
+            and np.array_equal(self.indices, other.indices)
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def support_counts(db: TransactionDB, itemsets: Iterable[Iterable[Any]]) -> np.ndarray:
+    """Support counts of many itemsets (labels), as an ``int64`` array in input order."""
+    return np.array([db.support_count(s) for s in itemsets], dtype=np.int64)
+
+
+# -- Apriori candidate generation ---------------------------------------------------------
+
+
+def join_step(frequent_k: Iterable[tuple]) -> list[tuple]:
+    """Apriori join: merge two frequent k-itemsets that share their first ``k - 1`` items.
+
+    Itemsets are sorted tuples; the result is sorted and holds ``p + (a, b)`` for every
+    pair ``p + (a,)``, ``p + (b,)`` of the input with ``a < b`` (Agrawal & Srikant 1994,
+    ``apriori-gen``; the same join drives Incognito in seed 000 section 20.3).
+
+    Examples
+    --------
+    >>> join_step([(1, 2, 3), (1, 2, 4), (1, 3, 4), (1, 3, 5), (2, 3, 4)])
+    [(1, 2, 3, 4), (1, 3, 4, 5)]
+    """
+    level = sorted(set(frequent_k))
+    out: list[tuple] = []
+    for _, group in itertools.groupby(level, key=lambda t: t[:-1]):
+        g = list(group)
+        for i, a in enumerate(g):
+            for b in g[i + 1 :]:
+                out.append(a + b[-1:])
+    return out
+
+
+def prune_step(candidates: Iterable[tuple], frequent_k: Iterable[tuple]) -> list[tuple]:
+    """Apriori prune: drop every candidate with a k-subset that is not frequent
+    (downward closure).
+
+    Examples
+    --------
+    >>> prune_step([(1, 2, 3, 4), (1, 3, 4, 5)],
+    ...            [(1, 2, 3), (1, 2, 4), (1, 3, 4), (1, 3, 5), (2, 3, 4)])
+    [(1, 2, 3, 4)]
+    """
+    freq = set(frequent_k)
+    out = []
+    for c in candidates:
+        if all(c[:i] + c[i + 1 :] in freq for i in range(len(c))):
+            out.append(c)
+    return out
+
+
+def apriori_gen(frequent_k: Iterable[tuple]) -> list[tuple]:
+    """Candidate (k+1)-itemsets: :func:`prune_step` of :func:`join_step`.
+
+    Examples
+    --------
+    >>> apriori_gen([(1, 2, 3), (1, 2, 4), (1, 3, 4), (1, 3, 5), (2, 3, 4)])
+    [(1, 2, 3, 4)]
+    """
+    level = list(frequent_k)
+    return prune_step(join_step(level), level)
+
+
+# -- miners -------------------------------------------------------------------------------
+
+
+def _check_max_len(max_len: int | None) -> int:
+    if max_len is None:
+        return 1 << 30
+    if int(max_len) < 1:
+        raise ValueError(f"max_len must be positive, got {max_len}")
+    return int(max_len)
+
+
+def _to_labels(db: TransactionDB, found: dict[tuple, int]) -> dict[frozenset, int]:
+    labels = db.items.tolist()
+    return {frozenset(labels[i] for i in k): int(v) for k, v in found.items()}
+
+
+def apriori(
+    db: TransactionDB,
+    min_support: float,
+    *,
+    max_len: int | None = None,
+    progress: Progress | None = None,
+) -> dict[frozenset, int]:
+    """Frequent itemsets by level-wise Apriori (Agrawal & Srikant, VLDB 1994).
+
+    Level ``k + 1`` candidates come from :func:`apriori_gen` on level ``k``; their supports
+    are counted by AND-ing the items' bit-columns, a batch of candidates at a time.
+
+    Returns ``{frozenset(labels): support count}`` for every itemset with count
+    ``>= min_count(min_support, n)``.
+    """
+    minc = min_count(min_support, db.n_transactions)
+    max_len = _check_max_len(max_len)
+    counts = db.item_counts()
+    freq1 = np.flatnonzero(counts >= minc)
+    found: dict[tuple, int] = {(int(i),): int(counts[i]) for i in freq1}
+    if len(freq1) == 0:
+        return {}
+    bits = db.bit_matrix(freq1)
+    row_of = {int(p): r for r, p in enumerate(freq1)}
+    level = [(int(i),) for i in freq1]
+    k = 1
+    with progress_task(progress, "apriori levels", None) as prog:
+        while level and k < max_len:
+            cands = apriori_gen(level)
+            prog.advance()
+            if not cands:
+                break
+            arr = np.array([[row_of[x] for x in c] for c in cands], dtype=np.int64)
+            sup = np.empty(len(arr), dtype=np.int64)
+            step = max(1, _CHUNK_BYTES // max(8 * db.n_words, 1))
+            for s in range(0, len(arr), step):
+                a = arr[s : s + step]
+                acc = bits[a[:, 0]]
+                for j in range(1, a.shape[1]):
+                    np.bitwise_and(acc, bits[a[:, j]], out=acc)
+                sup[s : s + step] = _popcount_rows(acc)
+            keep = np.flatnonzero(sup >= minc)
+            level = [cands[i] for i in keep]
+            for i in keep:
+                found[cands[i]] = int(sup[i])
+            k += 1
+            log.debug("apriori level %d: %d candidates, %d frequent", k, len(cands), len(level))
+    return _to_labels(db, found)
+
+
+def eclat(
+    db: TransactionDB,
+    min_support: float,
+    *,
+    max_len: int | None = None,
+    progress: Progress | None = None,
+) -> dict[frozenset, int]:
+    """Frequent itemsets by Eclat (Zaki, IEEE TKDE 2000) on packed bitsets.
+
+    Depth-first over prefixes in ascending-support order; at a prefix ``P`` with frequent
+    extensions ``x_1 < ... < x_m`` the bitsets of ``P x_i x_j`` for all ``j > i`` are one
+    ``bitwise_and`` of a matrix with a row, then a popcount. Words that are zero in the
+    prefix's bitset are dropped from the children (tid-set shrinking on sparse data).
+    """
+    minc = min_count(min_support, db.n_transactions)
+    max_len = _check_max_len(max_len)
+    counts = db.item_counts()
+    freq1 = np.flatnonzero(counts >= minc)
+    if len(freq1) == 0:
+        return {}
+    order = freq1[np.lexsort((freq1, counts[freq1]))]  # ascending support
+    bits = db.bit_matrix(order)
+    found: dict[tuple, int] = {}
+    with progress_task(progress, "eclat", len(order)) as prog:
+        _eclat_rec((), bits, order, counts[order], minc, max_len, found, prog)
+    labels = db.items.tolist()
+    return {frozenset(labels[i] for i in k): v for k, v in found.items()}
+
+
+def _eclat_rec(
+    prefix: tuple,
+    bits: np.ndarray,
+    ids: np.ndarray,
+    cnts: np.ndarray,
+    minc: int,
+    max_len: int,
+    found: dict[tuple, int],
+    prog: Progress | None,
+) -> None:
+    m = len(ids)
+    id_list = ids.tolist()
+    cnt_list = cnts.tolist()
+    for i in range(m):
+        new = (*prefix, id_list[i])
+        found[new] = cnt_list[i]
+        if i + 1 < m and len(new) < max_len:
+            row = bits[i]
+            nz = np.flatnonzero(row)
+            if len(nz) * 2 < len(row):
+                x = bits[i + 1 :, nz]
+                np.bitwise_and(x, row[nz], out=x)
+            else:
+                x = np.bitwise_and(bits[i + 1 :], row)
+            c = _popcount_rows(x)
+            keep = c >= minc
+            if keep.any():
+                _eclat_rec(new, x[keep], ids[i + 1 :][keep], c[keep], minc, max_len, found, None)
+        if prog is not None:
+            prog.advance()
+
+
+def fpgrowth(
+    db: TransactionDB,
+    min_support: float,
+    *,
+    max_len: int | None = None,
+    progress: Progress | None = None,
+) -> dict[frozenset, int]:
+    """Frequent itemsets by FP-growth (Han, Pei & Yin, SIGMOD 2000).
+
+    The database is re-encoded over the frequent items in descending-support order and
+    identical rows are merged with a weight (the FP-tree's path counts). For every item
+    ``x``, from the least frequent up, the conditional pattern base is the set of weighted
+    prefixes (the columns before ``x``) of the rows containing ``x``; its frequent items
+    form the conditional database, mined recursively with ``x`` appended to the suffix.
+    """
+    minc = min_count(min_support, db.n_transactions)
+    max_len = _check_max_len(max_len)
+    counts = db.item_counts()
+    freq1 = np.flatnonzero(counts >= minc)
+    if len(freq1) == 0:
+        return {}
+    order = freq1[np.lexsort((freq1, -counts[freq1]))]  # descending support
+    mat = db.to_dense(order)
+    mat, w = _merge_rows(mat[mat.any(axis=1)], None)
+    found: dict[tuple, int] = {}
+    with progress_task(progress, "fpgrowth", len(order)) as prog:
+        _fp_rec((), mat, w, order, counts[order], minc, max_len, found, prog)
+    labels = db.items.tolist()
+    return {frozenset(labels[i] for i in k): v for k, v in found.items()}
+
+
+def _merge_rows(mat: np.ndarray, w: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Merge identical boolean rows, summing their weights."""
+    r = mat.shape[0]
+    if w is None:
+        w = np.ones(r, dtype=np.int64)
+    if r < 32 or mat.shape[1] == 0:
+        return mat, w
+    packed = np.packbits(mat, axis=1)
+    width = packed.shape[1]
+    keys = np.ascontiguousarray(packed).view(np.dtype((np.void, width))).ravel()
+    uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+    if len(uniq) == r:
+        return mat, w
+    return mat[first], np.bincount(inv.ravel(), weights=w, minlength=len(uniq)).astype(np.int64)
+
+
+def _fp_rec(
+    suffix: tuple,
+    mat: np.ndarray,
+    w: np.ndarray,
+    ids: np.ndarray,
+    cnts: np.ndarray,
+    minc: int,
+    max_len: int,
+    found: dict[tuple, int],
+    prog: Progress | None,
+) -> None:
+    id_list = ids.tolist()
+    cnt_list = cnts.tolist()
+    for j in range(len(id_list) - 1, -1, -1):
+        new = (id_list[j], *suffix)
+        found[new] = cnt_list[j]
+        if j > 0 and len(new) < max_len:
+            rows = mat[:, j]
+            base = mat[rows, :j]
+            bw = w[rows]
+            c = bw @ base if len(bw) else np.zeros(j, dtype=np.int64)
+            keep = np.flatnonzero(c >= minc)
+            if len(keep):
+                if len(keep) == 1:
+                    found[(id_list[keep[0]], *new)] = int(c[keep[0]])
+                else:
+                    sub = base[:, keep]
+                    nonempty = sub.any(axis=1)
+                    sub, sw = _merge_rows(sub[nonempty], bw[nonempty])
+                    _fp_rec(new, sub, sw, ids[keep], c[keep], minc, max_len, found, None)
+        if prog is not None:
+            prog.advance()
+
+
+_MINERS = {"apriori": apriori, "eclat": eclat, "fpgrowth": fpgrowth}
+
+
+def frequent_itemsets(
+    db: TransactionDB,
+    min_support: float,
+    *,
+    method: Method = "fpgrowth",
+    max_len: int | None = None,
+    progress: Progress | None = None,
+) -> dict[frozenset, int]:
+    """All frequent itemsets of ``db`` with their support counts.
+
+    Parameters
+    ----------
+    db : TransactionDB
+        The transactions.
+    min_support : float
+        Relative threshold in ``(0, 1]``; an itemset is frequent iff its count is at least
+        :func:`min_count` ``(min_support, db.n_transactions)``.
+    method : {'fpgrowth', 'apriori', 'eclat'}
+        The search; all three return the same result.
+    max_len : int, optional
+        Longest itemset to report.
+    progress : Progress, optional
+        Progress sink (advanced once per frequent item, or per Apriori level).
+
+    Returns
+    -------
+    dict[frozenset, int]
+        ``{itemset of original labels: support count}``.
+
+    Examples
+    --------
+    The running example of Agrawal & Srikant (1994), at 50% support:
+
+    >>> from ppdm.mining.readers import from_transactions
+    >>> db = from_transactions([[1, 3, 4], [2, 3, 5], [1, 2, 3, 5], [2, 5]])
+    >>> found = frequent_itemsets(db, 0.5)
+    >>> sorted((sorted(k), v) for k, v in found.items())  # doctest: +NORMALIZE_WHITESPACE
+    [([1], 2), ([1, 3], 2), ([2], 3), ([2, 3], 2), ([2, 3, 5], 2), ([2, 5], 3), ([3], 3),
+     ([3, 5], 2), ([5], 3)]
+    """
+    try:
+        miner = _MINERS[method]
+    except KeyError:
+        raise ValueError(f"unknown method {method!r}; choose from {sorted(_MINERS)}") from None
+    return miner(db, min_support, max_len=max_len, progress=progress)

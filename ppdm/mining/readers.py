@@ -1,0 +1,188 @@
+"""Readers and writers of transaction data: FIMI ``.dat``, basket CSV, one-hot DataFrames.
+
+Formats
+-------
+FIMI (the Frequent Itemset Mining Implementations repository format, used by the files in
+``shared/data/fimi``): one transaction per line, items as non-negative integers separated by
+blanks. Every line is a transaction -- an empty line is an empty transaction -- except that
+the newline ending the last line does not start another one. Repeated items in a line count
+once.
+
+Basket CSV: one basket per line, item names separated by ``sep`` (CSV quoting allowed),
+surrounding blanks stripped, empty fields ignored; labels are strings.
+
+One-hot: a pandas DataFrame with one column per item (the column label is the item) and
+boolean or 0/1 values, one row per transaction (the input format of mlxtend).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import warnings
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ppdm.errors import ConfigError
+from ppdm.mining.itemsets import TransactionDB
+
+__all__ = ["from_onehot", "from_transactions", "read_basket_csv", "read_fimi", "write_fimi"]
+
+PathLike = str | os.PathLike[str]
+
+
+def _from_flat(n: int, row: np.ndarray, labels: np.ndarray) -> TransactionDB:
+    """Build a database from parallel arrays (transaction index, label)."""
+    if len(labels) == 0:
+        return TransactionDB(n, np.array([], dtype=np.int64), np.zeros(n + 1, np.int64), [])
+    try:
+        items, cols = np.unique(labels, return_inverse=True)
+    except TypeError as exc:
+        raise ConfigError(f"item labels must be mutually comparable: {exc}") from None
+    return TransactionDB.from_pairs(n, items, row, cols.ravel())
+
+
+def from_transactions(transactions: Iterable[Iterable[Any]]) -> TransactionDB:
+    """A database from an iterable of transactions, each an iterable of item labels.
+
+    Labels must be mutually comparable (all ints, or all strings).
+
+    Examples
+    --------
+    >>> db = from_transactions([["milk", "bread"], [], ["bread"]])
+    >>> db.n_transactions, db.items.tolist(), list(db.transactions())
+    (3, ['bread', 'milk'], [('bread', 'milk'), (), ('bread',)])
+    """
+    flat: list[Any] = []
+    lens: list[int] = []
+    for t in transactions:
+        if isinstance(t, str | bytes):
+            raise ConfigError("a transaction must be an iterable of items, not a string")
+        before = len(flat)
+        flat.extend(t)
+        lens.append(len(flat) - before)
+    n = len(lens)
+    row = np.repeat(np.arange(n, dtype=np.int64), lens)
+    if flat and all(isinstance(x, int | np.integer) and not isinstance(x, bool) for x in flat):
+        labels = np.array(flat, dtype=np.int64)
+    elif flat and all(isinstance(x, str) for x in flat):
+        labels = np.array(flat, dtype=str)
+    else:
+        labels = np.array(flat, dtype=object)
+    return _from_flat(n, row, labels)
+
+
+def read_fimi(path: PathLike) -> TransactionDB:
+    """Read a FIMI ``.dat`` file (see the module docstring for the format).
+
+    Raises
+    ------
+    ConfigError
+        If a token is not a non-negative integer.
+    """
+    raw = Path(path).read_bytes()
+    try:
+        text = raw.decode("ascii").replace("\r", "")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: a FIMI file holds ASCII integers only") from None
+    if text == "":
+        return TransactionDB(0, np.array([], np.int64), np.zeros(1, np.int64), [])
+    if text.endswith("\n"):
+        text = text[:-1]
+    if text.strip() == "":
+        n = text.count("\n") + 1
+        return TransactionDB(n, np.array([], np.int64), np.zeros(n + 1, np.int64), [])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        try:
+            tokens = np.fromstring(text.replace("\n", " -1 "), dtype=np.int64, sep=" ")
+        except (DeprecationWarning, ValueError):
+            raise ConfigError(f"{path}: items must be integers separated by blanks") from None
+    sep = tokens == -1
+    if np.any(tokens < -1):
+        raise ConfigError(f"{path}: items must be non-negative integers")
+    n = int(sep.sum()) + 1
+    row = np.cumsum(sep)[~sep]
+    return _from_flat(n, row, tokens[~sep])
+
+
+def read_basket_csv(path: PathLike, *, sep: str = ",") -> TransactionDB:
+    """Read baskets, one per line, item names separated by ``sep`` (labels are strings)."""
+    text = Path(path).read_text(encoding="utf-8")
+    if text.endswith("\n"):
+        text = text[:-1]
+    if text == "":
+        return from_transactions([])
+    reader = csv.reader(io.StringIO(text + "\n"), delimiter=sep)
+    baskets = [[f.strip() for f in rec if f.strip()] for rec in reader]
+    return from_transactions(baskets)
+
+
+def from_onehot(df: Any) -> TransactionDB:
+    """A database from a one-hot pandas DataFrame (columns = items, rows = transactions).
+
+    Values must be boolean or 0/1 (sparse DataFrames are accepted).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"b": [True, False], "a": [True, True]})
+    >>> list(from_onehot(df).transactions())
+    [('a', 'b'), ('a',)]
+    """
+    import pandas as pd
+
+    if not isinstance(df, pd.DataFrame):
+        raise ConfigError("from_onehot expects a pandas DataFrame")
+    columns = list(df.columns)
+    if len(set(columns)) != len(columns):
+        raise ConfigError("one-hot columns (items) must be distinct")
+    n = len(df.index)
+    if all(isinstance(dt, pd.SparseDtype) for dt in df.dtypes) and len(columns):
+        coo = df.sparse.to_coo().tocoo()
+        rows, cols, vals = coo.row, coo.col, np.asarray(coo.data)
+    else:
+        values = df.to_numpy()
+        rows, cols = np.nonzero(values)
+        vals = values[rows, cols]
+    vals = np.asarray(vals)
+    if vals.dtype != bool and not np.all((vals == 1) | (vals == 0)):
+        raise ConfigError("one-hot values must be boolean or 0/1")
+    nz = vals.astype(bool)
+    rows, cols = np.asarray(rows)[nz], np.asarray(cols)[nz]
+    if len(columns) == 0:
+        return TransactionDB(n, np.array([], np.int64), np.zeros(n + 1, np.int64), [])
+    labels = np.empty(len(columns), dtype=object)
+    labels[:] = columns
+    try:
+        order = sorted(range(len(columns)), key=lambda i: columns[i])
+    except TypeError as exc:
+        raise ConfigError(f"item labels must be mutually comparable: {exc}") from None
+    if all(isinstance(c, int | np.integer) and not isinstance(c, bool) for c in columns):
+        items = np.array([columns[i] for i in order], dtype=np.int64)
+    elif all(isinstance(c, str) for c in columns):
+        items = np.array([columns[i] for i in order], dtype=str)
+    else:
+        items = np.array([columns[i] for i in order], dtype=object)
+    pos_of = np.empty(len(columns), dtype=np.int64)
+    pos_of[order] = np.arange(len(columns))
+    return TransactionDB.from_pairs(n, items, rows.astype(np.int64), pos_of[cols])
+
+
+def write_fimi(db: TransactionDB, path: PathLike) -> None:
+    """Write ``db`` in FIMI format (integer labels only), items sorted in each line."""
+    if db.n_items and not np.issubdtype(db.items.dtype, np.integer):
+        raise ConfigError("write_fimi needs integer item labels")
+    if db.n_items and db.items.min() < 0:
+        raise ConfigError("write_fimi needs non-negative item labels")
+    labels = [str(x) for x in db.items.tolist()]
+    ind = db.indices.tolist()
+    ptr = db.indptr.tolist()
+    lines = [" ".join(labels[i] for i in ind[ptr[t] : ptr[t + 1]]) for t in range(db.n_transactions)]
+    with open(path, "w", encoding="ascii", newline="\n") as fh:
+        if lines:
+            fh.write("\n".join(lines) + "\n")

@@ -1,0 +1,107 @@
+"""Per-step cost accounting: messages, bytes and wall time, as each party sees them."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass
+class StepCost:
+    """What one party spent on one protocol step."""
+
+    step: str
+    messages_sent: int = 0
+    messages_received: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    first_event: float = 0.0
+    last_event: float = 0.0
+
+    @property
+    def wall_time_s(self) -> float:
+        return max(self.last_event - self.first_event, 0.0)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("first_event")
+        d.pop("last_event")
+        d["wall_time_s"] = round(self.wall_time_s, 6)
+        return d
+
+
+class CostMeter:
+    """Thread-safe record of :class:`StepCost` per step tag, in first-seen order.
+
+    The wall time of a step runs from the start of the first send/receive call with that
+    tag to the end of the last one, so it includes time spent waiting for peers.
+    """
+
+    def __init__(self) -> None:
+        self._steps: dict[str, StepCost] = {}
+        self._lock = threading.Lock()
+
+    def _get(self, step: str, now: float) -> StepCost:
+        cost = self._steps.get(step)
+        if cost is None:
+            cost = StepCost(step=step, first_event=now, last_event=now)
+            self._steps[step] = cost
+        return cost
+
+    def sent(self, step: str, nbytes: int, started: float) -> None:
+        now = time.perf_counter()
+        with self._lock:
+            c = self._get(step, started)
+            c.messages_sent += 1
+            c.bytes_sent += nbytes
+            c.last_event = max(c.last_event, now)
+
+    def received(self, step: str, nbytes: int, started: float) -> None:
+        now = time.perf_counter()
+        with self._lock:
+            c = self._get(step, started)
+            c.messages_received += 1
+            c.bytes_received += nbytes
+            c.last_event = max(c.last_event, now)
+
+    def steps(self) -> list[StepCost]:
+        with self._lock:
+            return list(self._steps.values())
+
+    def as_list(self) -> list[dict[str, Any]]:
+        return [c.as_dict() for c in self.steps()]
+
+    def totals(self) -> dict[str, Any]:
+        steps = self.steps()
+        out: dict[str, Any] = {
+            "messages_sent": sum(c.messages_sent for c in steps),
+            "messages_received": sum(c.messages_received for c in steps),
+            "bytes_sent": sum(c.bytes_sent for c in steps),
+            "bytes_received": sum(c.bytes_received for c in steps),
+        }
+        if steps:
+            out["wall_time_s"] = round(
+                max(c.last_event for c in steps) - min(c.first_event for c in steps), 6
+            )
+        else:
+            out["wall_time_s"] = 0.0
+        return out
+
+    def by_prefix(self, depth: int = 1) -> list[dict[str, Any]]:
+        """Aggregate steps by the first ``depth`` components of their ``/``-separated tag."""
+        agg: dict[str, StepCost] = {}
+        for c in self.steps():
+            key = "/".join(c.step.split("/")[:depth])
+            a = agg.get(key)
+            if a is None:
+                a = agg[key] = StepCost(step=key, first_event=c.first_event, last_event=c.last_event)
+            else:
+                a.first_event = min(a.first_event, c.first_event)
+                a.last_event = max(a.last_event, c.last_event)
+            a.messages_sent += c.messages_sent
+            a.messages_received += c.messages_received
+            a.bytes_sent += c.bytes_sent
+            a.bytes_received += c.bytes_received
+        return [a.as_dict() for a in agg.values()]

@@ -1,0 +1,105 @@
+from google.protobuf import struct_pb2 as _struct_pb2
+from ppdm.proto.ppdm.v1 import envelope_pb2 as _envelope_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    JOB_STATE_UNSPECIFIED: _ClassVar[JobState]
+    JOB_STATE_RUNNING: _ClassVar[JobState]
+    JOB_STATE_SUCCEEDED: _ClassVar[JobState]
+    JOB_STATE_FAILED: _ClassVar[JobState]
+    JOB_STATE_UNKNOWN: _ClassVar[JobState]
+JOB_STATE_UNSPECIFIED: JobState
+JOB_STATE_RUNNING: JobState
+JOB_STATE_SUCCEEDED: JobState
+JOB_STATE_FAILED: JobState
+JOB_STATE_UNKNOWN: JobState
+
+class JobRequest(_message.Message):
+    __slots__ = ("consortium", "job_id", "protocol", "params", "initiator", "parties", "timeout_s")
+    CONSORTIUM_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
+    INITIATOR_FIELD_NUMBER: _ClassVar[int]
+    PARTIES_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    consortium: str
+    job_id: str
+    protocol: str
+    params: _struct_pb2.Struct
+    initiator: str
+    parties: _containers.RepeatedScalarFieldContainer[str]
+    timeout_s: float
+    def __init__(self, consortium: _Optional[str] = ..., job_id: _Optional[str] = ..., protocol: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., initiator: _Optional[str] = ..., parties: _Optional[_Iterable[str]] = ..., timeout_s: _Optional[float] = ...) -> None: ...
+
+class JobAccepted(_message.Message):
+    __slots__ = ("job_id", "party")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTY_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    party: str
+    def __init__(self, job_id: _Optional[str] = ..., party: _Optional[str] = ...) -> None: ...
+
+class JobStatusRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class StepMetrics(_message.Message):
+    __slots__ = ("step", "messages_sent", "messages_received", "bytes_sent", "bytes_received", "wall_time_s")
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_SENT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    BYTES_SENT_FIELD_NUMBER: _ClassVar[int]
+    BYTES_RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    WALL_TIME_S_FIELD_NUMBER: _ClassVar[int]
+    step: str
+    messages_sent: int
+    messages_received: int
+    bytes_sent: int
+    bytes_received: int
+    wall_time_s: float
+    def __init__(self, step: _Optional[str] = ..., messages_sent: _Optional[int] = ..., messages_received: _Optional[int] = ..., bytes_sent: _Optional[int] = ..., bytes_received: _Optional[int] = ..., wall_time_s: _Optional[float] = ...) -> None: ...
+
+class JobStatus(_message.Message):
+    __slots__ = ("job_id", "party", "state", "error", "result", "metrics", "wall_time_s")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTY_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    METRICS_FIELD_NUMBER: _ClassVar[int]
+    WALL_TIME_S_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    party: str
+    state: JobState
+    error: str
+    result: _struct_pb2.Struct
+    metrics: _containers.RepeatedCompositeFieldContainer[StepMetrics]
+    wall_time_s: float
+    def __init__(self, job_id: _Optional[str] = ..., party: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., error: _Optional[str] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., metrics: _Optional[_Iterable[_Union[StepMetrics, _Mapping]]] = ..., wall_time_s: _Optional[float] = ...) -> None: ...
+
+class HealthRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class HealthReply(_message.Message):
+    __slots__ = ("party", "consortium", "version", "running_jobs")
+    PARTY_FIELD_NUMBER: _ClassVar[int]
+    CONSORTIUM_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_JOBS_FIELD_NUMBER: _ClassVar[int]
+    party: str
+    consortium: str
+    version: str
+    running_jobs: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, party: _Optional[str] = ..., consortium: _Optional[str] = ..., version: _Optional[str] = ..., running_jobs: _Optional[_Iterable[str]] = ...) -> None: ...
