@@ -16,6 +16,7 @@ Layers, bottom-up:
   ``ppdm anonymize``.
 """
 
+from ppdm.anonymize.api import anonymize, build_model
 from ppdm.anonymize.data import AttributeRoles, load_table
 from ppdm.anonymize.hierarchy import Hierarchy, load_hierarchies
 from ppdm.anonymize.models import (
@@ -41,6 +42,8 @@ __all__ = [
     "RecursiveCLDiversity",
     "Release",
     "TCloseness",
+    "anonymize",
+    "build_model",
     "load_hierarchies",
     "load_table",
     "make_models",

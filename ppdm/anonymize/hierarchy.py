@@ -61,6 +61,21 @@ def as_labels(values: object) -> np.ndarray:
             out[~missing] = np.round(finite).astype(np.int64).astype(str)
             out[missing] = None
             return out
+    if s.dtype == object:
+        out = np.array(
+            [
+                None
+                if m
+                else (
+                    str(int(v))
+                    if isinstance(v, float | np.floating) and float(v).is_integer()
+                    else str(v)
+                )
+                for v, m in zip(s.to_numpy(), missing, strict=True)
+            ],
+            dtype=object,
+        )
+        return out
     out = s.astype(str).to_numpy(dtype=object)
     out[missing] = None
     return out

@@ -97,7 +97,7 @@ def il_measures(original: np.ndarray | pd.DataFrame, masked: np.ndarray | pd.Dat
     >>> round(il["il2"], 12)  # microaggregation keeps the means
     0.0
     >>> round(il["il1"], 4)
-    0.2929
+    0.3545
     """
     x = np.asarray(original, dtype=float)
     y = np.asarray(masked, dtype=float)
@@ -219,7 +219,7 @@ def mdav_generic(
     >>> s = MixedSpace(np.array([[0.0], [0.1], [0.2], [5.0], [5.1], [5.2], [9.0]]),
     ...                np.array([False]), np.zeros((7, 0), dtype=int), [])
     >>> mdav_generic(s, 3).tolist()
-    [0, 0, 0, 1, 1, 1, 1]
+    [1, 1, 1, 1, 0, 0, 0]
     """
     n = space.n
     if k < 1:
@@ -432,7 +432,6 @@ def mdav(
     merges = 0
     if not check_release_classes(check, labels):
         g = int(labels.max()) + 1
-        members = [np.flatnonzero(labels == i) for i in range(g)] if g < 2 else None
         order = np.argsort(labels, kind="stable")
         bounds = np.cumsum(np.bincount(labels, minlength=g))[:-1]
         members = list(np.split(order, bounds))

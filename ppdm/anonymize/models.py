@@ -439,7 +439,7 @@ class ModelSet(PrivacyModel):
             flat.extend(m.models if isinstance(m, ModelSet) else [m])
         if not flat:
             raise ConfigError("no privacy model given")
-        self.models = flat
+        self.models: list[PrivacyModel] = flat
         self.min_class_size = max(m.min_class_size for m in flat)
         self.needs_sensitive = any(m.needs_sensitive for m in flat)
         self.monotone_with_suppression = all(m.monotone_with_suppression for m in flat)

@@ -58,6 +58,9 @@ Method = Literal["fpgrowth", "apriori", "eclat"]
 
 # Bytes of bitsets materialized at once when counting a batch of Apriori candidates.
 _CHUNK_BYTES = 32 << 20
+# Largest dense boolean matrix (cells) FP-growth builds for its top level; beyond it the
+# conditional pattern bases are read from the sparse rows item by item.
+_DENSE_CELLS = 16 << 20
 
 
 def min_count(min_support: float, n: int) -> int:
@@ -174,9 +177,7 @@ class TransactionDB:
             raise ValueError("indptr must start at 0 and end at len(indices)")
         if np.any(np.diff(self.indptr) < 0):
             raise ValueError("indptr must be non-decreasing")
-        if len(self.indices) and (
-            self.indices.min() < 0 or self.indices.max() >= len(self.items)
-        ):
+        if len(self.indices) and (self.indices.min() < 0 or self.indices.max() >= len(self.items)):
             raise ValueError("indices must be positions into items")
         if len(self.items) > 1 and not np.all(self.items[1:] > self.items[:-1]):
             raise ValueError("items must be sorted and distinct")
@@ -326,11 +327,15 @@ class TransactionDB:
         return b
 
     def cover(self, itemset: Iterable[Any]) -> np.ndarray:
-        """Boolean mask of the transactions that contain every item of ``itemset``."""
+        """Boolean mask of the transactions that contain every item of ``itemset`` (a label
+        that is not in the database is contained in none)."""
         mask = np.ones(self.n_transactions, dtype=bool)
+        colptr, tids = self.tidlists()
         for item in set(itemset):
-            colptr, tids = self.tidlists()
-            p = self.item_position(item)
+            try:
+                p = self.item_position(item)
+            except KeyError:
+                return np.zeros(self.n_transactions, dtype=bool)
             m = np.zeros(self.n_transactions, dtype=bool)
             m[tids[colptr[p] : colptr[p + 1]]] = True
             mask &= m
@@ -624,11 +629,52 @@ def fpgrowth(
     if len(freq1) == 0:
         return {}
     order = freq1[np.lexsort((freq1, -counts[freq1]))]  # descending support
-    mat = db.to_dense(order)
-    mat, w = _merge_rows(mat[mat.any(axis=1)], None)
+    m = len(order)
+    rank = np.full(db.n_items, -1, dtype=np.int64)
+    rank[order] = np.arange(m)
+    entry_rank = rank[db.indices]
+    colptr, tids = db.tidlists()
     found: dict[tuple, int] = {}
-    with progress_task(progress, "fpgrowth", len(order)) as prog:
-        _fp_rec((), mat, w, order, counts[order], minc, max_len, found, prog)
+    if m * db.n_transactions <= _DENSE_CELLS:
+        mat = db.to_dense(order)
+        mat, w = _merge_rows(mat[mat.any(axis=1)], None)
+        with progress_task(progress, "fpgrowth", m) as prog:
+            _fp_rec((), mat, w, order, counts[order], minc, max_len, found, prog)
+        labels = db.items.tolist()
+        return {frozenset(labels[i] for i in k): v for k, v in found.items()}
+    with progress_task(progress, "fpgrowth", m) as prog:
+        # The top level reads each item's conditional pattern base straight from the sparse
+        # rows, so that no dense matrix over all frequent items is ever built.
+        for j in range(m - 1, -1, -1):
+            p = int(order[j])
+            found[(p,)] = int(counts[p])
+            prog.advance()
+            if j == 0 or max_len == 1:
+                continue
+            rows = tids[colptr[p] : colptr[p + 1]]
+            lens = db.indptr[rows + 1] - db.indptr[rows]
+            starts = np.repeat(db.indptr[rows] - (np.cumsum(lens) - lens), lens)
+            ent = starts + np.arange(int(lens.sum()))
+            er = entry_rank[ent]
+            sel = (er >= 0) & (er < j)
+            local_row = np.repeat(np.arange(len(rows), dtype=np.int64), lens)[sel]
+            cols = er[sel]
+            c = np.bincount(cols, minlength=j)
+            keep = np.flatnonzero(c >= minc)
+            if len(keep) == 0:
+                continue
+            if len(keep) == 1:
+                found[(int(order[keep[0]]), p)] = int(c[keep[0]])
+                continue
+            new_col = np.full(j, -1, dtype=np.int64)
+            new_col[keep] = np.arange(len(keep))
+            nc = new_col[cols]
+            ok = nc >= 0
+            sub = np.zeros((len(rows), len(keep)), dtype=bool)
+            sub[local_row[ok], nc[ok]] = True
+            sub = sub[sub.any(axis=1)]
+            sub, w = _merge_rows(sub, None)
+            _fp_rec((p,), sub, w, order[keep], c[keep], minc, max_len, found, None)
     labels = db.items.tolist()
     return {frozenset(labels[i] for i in k): v for k, v in found.items()}
 

@@ -182,7 +182,9 @@ def write_fimi(db: TransactionDB, path: PathLike) -> None:
     labels = [str(x) for x in db.items.tolist()]
     ind = db.indices.tolist()
     ptr = db.indptr.tolist()
-    lines = [" ".join(labels[i] for i in ind[ptr[t] : ptr[t + 1]]) for t in range(db.n_transactions)]
+    lines = [
+        " ".join(labels[i] for i in ind[ptr[t] : ptr[t + 1]]) for t in range(db.n_transactions)
+    ]
     with open(path, "w", encoding="ascii", newline="\n") as fh:
         if lines:
             fh.write("\n".join(lines) + "\n")

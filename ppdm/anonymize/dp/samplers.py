@@ -41,6 +41,7 @@ import numpy as np
 
 from ppdm.anonymize.dp._exact import (
     BernoulliTable,
+    Expansion,
     exp_neg,
     logistic_neg,
     to_fraction,
@@ -271,7 +272,7 @@ def sample_discrete_gaussian(
 
 
 def sample_exponential_mechanism(
-    gammas: list[Fraction], size: int, rng: RngLike = None
+    gammas: list[Fraction | None], size: int, rng: RngLike = None
 ) -> np.ndarray:
     """Indices ``i`` drawn with probability ``∝ exp(-gamma_i)``, exactly.
 
@@ -292,9 +293,9 @@ def sample_exponential_mechanism(
     approx = np.array([0.0 if g is None else math.exp(-float(g)) for g in shifted])
     accept_rate = max(float(approx.mean()), 1e-12)
 
-    def make(i: int):  # noqa: ANN202 - local factory
+    def make(i: int) -> Expansion:
         g = shifted[i]
-        return exp_neg(Fraction(10**9)) if g is None else exp_neg(g)
+        return Expansion(exact=Fraction(0)) if g is None else exp_neg(g)
 
     excluded = np.array([g is None for g in shifted])
     table = BernoulliTable(n, make)

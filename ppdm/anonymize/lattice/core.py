@@ -241,7 +241,7 @@ class FullDomainProblem:
         if self.n == 0:
             raise ConfigError("the table is empty")
         self.suppression = float(suppression)
-        self.max_suppressed = int(math.floor(self.suppression * self.n + 1e-9))
+        self.max_suppressed = math.floor(self.suppression * self.n + 1e-9)
         self.lattice = Lattice([h.height for h in self.hierarchies])
         self.heights = self.lattice.heights
         self.checks = 0
@@ -294,25 +294,26 @@ class FullDomainProblem:
         self.row_class_at_base = inverse
         self.base = FrequencySet(all_attrs, (0,) * len(all_attrs), codes[first], counts)
 
+    def _lookup(self, attr: int, src: int, dst: int) -> np.ndarray:
+        lookup = self._up[attr][src][dst]
+        if lookup is None:
+            raise ValueError(f"cannot roll up attribute {attr} from level {src} to {dst}")
+        return lookup
+
     # -- frequency sets -----------------------------------------------------------------
 
     def project(self, attrs: Sequence[int]) -> FrequencySet:
         """The base frequency set restricted to a subset of attributes (level 0)."""
         attrs = tuple(attrs)
         pos = [self.base.attrs.index(a) for a in attrs]
-        return self._regroup(
-            attrs, (0,) * len(attrs), self.base.keys[:, pos], self.base.counts
-        )
+        return self._regroup(attrs, (0,) * len(attrs), self.base.keys[:, pos], self.base.counts)
 
     def roll_up(self, fs: FrequencySet, levels: Sequence[int]) -> FrequencySet:
         """The frequency set at ``levels`` (each >= ``fs.levels``) from ``fs``."""
         levels = tuple(int(v) for v in levels)
         keys = np.empty_like(fs.keys)
         for j, a in enumerate(fs.attrs):
-            lookup = self._up[a][fs.levels[j]][levels[j]]
-            if lookup is None:
-                raise ValueError(f"cannot roll up attribute {a} from {fs.levels[j]} to {levels[j]}")
-            keys[:, j] = lookup[fs.keys[:, j]]
+            keys[:, j] = self._lookup(a, fs.levels[j], levels[j])[fs.keys[:, j]]
         self.rollups += 1
         return self._regroup(fs.attrs, levels, keys, fs.counts)
 
@@ -372,7 +373,7 @@ class FullDomainProblem:
         """(class id of every row, whether the row is kept) at ``node``."""
         keys = np.empty_like(self.row_codes)
         for a in range(len(self.qi)):
-            keys[:, a] = self._up[a][0][node[a]][self.row_codes[:, a]]
+            keys[:, a] = self._lookup(a, 0, node[a])[self.row_codes[:, a]]
         radices = [self._n_labels[a][node[a]] for a in range(len(self.qi))]
         inverse, g = group_rows(keys, radices)
         d = self.d
@@ -412,7 +413,7 @@ class LatticeResult:
 
     def info(self, qi: Sequence[str]) -> dict[str, Any]:
         """JSON-ready summary for :attr:`Release.info`."""
-        named = (lambda node: dict(zip(qi, node, strict=True)))  # noqa: E731
+        named = lambda node: dict(zip(qi, node, strict=True))  # noqa: E731
         out: dict[str, Any] = {
             "node": None if self.chosen is None else named(self.chosen),
             "node_levels": None if self.chosen is None else list(self.chosen),
@@ -452,7 +453,9 @@ class Tagger:
         src = self.problem.base
         if self._cache:
             cached = np.fromiter(self._cache.keys(), dtype=np.int64, count=len(self._cache))
-            below = cached[np.all(self.lattice.levels[cached] <= self.lattice.levels[index], axis=1)]
+            below = cached[
+                np.all(self.lattice.levels[cached] <= self.lattice.levels[index], axis=1)
+            ]
             for j in below.tolist():
                 if len(self._cache[j]) < len(src):
                     src = self._cache[j]

@@ -44,7 +44,9 @@ log = logging.getLogger(__name__)
 Subset = tuple[int, ...]
 
 
-def join_step(frequent: dict[Subset, np.ndarray], heights: tuple[int, ...]) -> dict[Subset, np.ndarray]:
+def join_step(
+    frequent: dict[Subset, np.ndarray], heights: tuple[int, ...]
+) -> dict[Subset, np.ndarray]:
     """Candidate sublattices on ``i + 1`` attributes from ``F_i``.
 
     ``frequent`` maps each ``i``-subset (sorted attribute indices) to a boolean array over

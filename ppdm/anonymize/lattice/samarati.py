@@ -10,7 +10,7 @@ reported."
 The binary search is sound because the model is monotone: an anonymous node at height
 ``h < h_max`` has an anonymous direct generalization at height ``h + 1``. After the
 search, ppdm completes the anonymity classification of the lattice (bottom-up, with
-predictive tagging) so that the set of all minimal anonymous nodes can be reported too;
+Flash-style paths with predictive tagging) so that the set of all minimal anonymous nodes can be reported too;
 ``nodes_checked_search`` counts the checks of the binary search alone. When the model is
 not monotone under suppression (entropy/recursive l-diversity or t-closeness with
 MaxSup > 0) the binary search premise fails, so every height is scanned from the bottom
@@ -30,6 +30,7 @@ from ppdm.anonymize.lattice.core import (
     minimal_nodes,
     timer,
 )
+from ppdm.anonymize.lattice.flash import classify_lattice
 from ppdm.progress import Progress, progress_task
 
 __all__ = ["samarati"]
@@ -68,19 +69,15 @@ def samarati(problem: FullDomainProblem, *, progress: Progress | None = None) ->
                 else:
                     low = mid + 1
         else:
-            log.warning(
-                "model is not monotone with suppression: Samarati scans every height"
-            )
+            log.warning("model is not monotone with suppression: Samarati scans every height")
             for h in range(lattice.max_height + 1):
                 for i in lattice.at_height(h):
                     tagger.check(int(i))
                 if found is None and np.any(tagger.status[lattice.at_height(h)] == 1):
                     found = h
         search_checks = problem.checks - checks0
-        # Complete the classification to enumerate every minimal node.
-        for h in range(lattice.max_height + 1):
-            for i in lattice.at_height(h):
-                tagger.is_anonymous(int(i))
+        # Complete the classification (Flash-style paths) to enumerate every minimal node.
+        classify_lattice(problem, tagger=tagger)
     status = tagger.status.copy()
     at_min: list[tuple[int, ...]] = []
     if found is not None:

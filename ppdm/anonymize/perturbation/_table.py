@@ -17,7 +17,7 @@ import pandas as pd
 
 from ppdm.errors import ConfigError
 
-__all__ = ["Encoded", "contingency", "encode", "MAX_CELLS"]
+__all__ = ["MAX_CELLS", "Encoded", "contingency", "encode"]
 
 #: Largest contingency table (number of cells) the dense methods agree to build.
 MAX_CELLS = 20_000_000

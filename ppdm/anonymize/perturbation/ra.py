@@ -90,7 +90,7 @@ def probabilistic_anonymity(dists: Sequence[np.ndarray], p: Sequence[float]) -> 
     >>> round(probabilistic_anonymity(dists, [1 / 3] * 3), 2)
     11.3
     >>> round(probabilistic_anonymity(dists, optimal_selection_probabilities(dists)), 2)
-    11.46
+    11.45
     """
     p = np.asarray(p, dtype=np.float64)
     if len(p) != len(dists):
@@ -241,7 +241,9 @@ def expected_support(
         total += stay * np.count_nonzero(base & _matches(codes, attrs, values))
         for k, a in enumerate(attrs):
             rest = [x for x in range(len(attrs)) if x != k]
-            cnt = np.count_nonzero(base & _matches(codes, [attrs[x] for x in rest], [values[x] for x in rest]))
+            cnt = np.count_nonzero(
+                base & _matches(codes, [attrs[x] for x in rest], [values[x] for x in rest])
+            )
             total += probs[a] * pv[k] * cnt
         return total / n
     big_l = len(attrs)
@@ -254,7 +256,9 @@ def expected_support(
             continue
         for chosen in combinations(range(big_l), size):
             rest = [x for x in range(big_l) if x not in chosen]
-            cnt = np.count_nonzero(base & _matches(codes, [attrs[x] for x in rest], [values[x] for x in rest]))
+            cnt = np.count_nonzero(
+                base & _matches(codes, [attrs[x] for x in rest], [values[x] for x in rest])
+            )
             total += w * math.prod(pv[x] for x in chosen) * cnt
     return total / n
 
@@ -303,7 +307,7 @@ def _neighbours(codes: np.ndarray, qprime: Sequence[int]) -> list[tuple[int, np.
     out = []
     for w in range(m):
         rows = (n_eq == m - 1) & ~eq[:, w]
-        vals, counts = np.unique(codes[rows, w], return_counts=True)
+        _, counts = np.unique(codes[rows, w], return_counts=True)
         out.append((w, counts.astype(np.float64)))
     return out
 
@@ -323,7 +327,11 @@ def _ra_terms(
 
 
 def gamma_amplification(
-    codes: np.ndarray, dims: Sequence[int], qprime: Sequence[int], *, p: Sequence[float] | None = None
+    codes: np.ndarray,
+    dims: Sequence[int],
+    qprime: Sequence[int],
+    *,
+    p: Sequence[float] | None = None,
 ) -> float:
     """gamma-amplification of the released QI combination ``q'`` (seed 002 section 4.2.2).
 
@@ -340,7 +348,11 @@ def gamma_amplification(
 
 
 def inference_probability(
-    codes: np.ndarray, dims: Sequence[int], qprime: Sequence[int], *, p: Sequence[float] | None = None
+    codes: np.ndarray,
+    dims: Sequence[int],
+    qprime: Sequence[int],
+    *,
+    p: Sequence[float] | None = None,
 ) -> float:
     """Largest probability of guessing the original of ``q'`` (seed 002 equation 6):
     ``maxSupp / (sum_q supp_D(q) p_w Pr(Q_w = q'_w) + supp_D(q') sum_i p_i Pr(Q_i = q'_i))``

@@ -94,9 +94,7 @@ class Noise:
         return r.normal(size, 0.0, self.scale)
 
 
-def add_noise(
-    x: np.ndarray, noise: Noise, *, rng: int | RandomSource | None = None
-) -> np.ndarray:
+def add_noise(x: np.ndarray, noise: Noise, *, rng: int | RandomSource | None = None) -> np.ndarray:
     """The values a user sends: ``z = x + y`` with ``y`` drawn from ``noise``.
 
     Privacy-relevant: draws from ``os.urandom`` unless ``rng`` is a seed (tests).
@@ -140,7 +138,9 @@ class Reconstruction:
         return np.clip(idx, 0, len(self.probabilities) - 1)
 
 
-def _edges(z: np.ndarray, bins: int | Sequence[float], bounds: tuple[float, float] | None) -> np.ndarray:
+def _edges(
+    z: np.ndarray, bins: int | Sequence[float], bounds: tuple[float, float] | None
+) -> np.ndarray:
     if isinstance(bins, int | np.integer):
         if bins < 1:
             raise ValueError("need at least one interval")
@@ -182,7 +182,8 @@ def _iterate(
     converged = False
     it = 0
     with progress_task(progress, description, max_iter) as bar:
-        for it in range(1, max_iter + 1):
+        while it < max_iter:
+            it += 1
             denom = kernel @ theta
             ratio = np.zeros_like(denom)
             np.divide(weights, denom, out=ratio, where=denom > 0)
@@ -257,8 +258,15 @@ def bayes_reconstruct(
     zs, w = _group(z, z_bins)
     kernel = noise.pdf(zs[:, None] - mids[None, :])
     theta, it, ok = _iterate(
-        kernel, w, n=float(len(z)), widths=np.diff(edges), tol=tol, max_iter=max_iter,
-        stopping=stopping, progress=progress, description="Bayes reconstruction",
+        kernel,
+        w,
+        n=float(len(z)),
+        widths=np.diff(edges),
+        tol=tol,
+        max_iter=max_iter,
+        stopping=stopping,
+        progress=progress,
+        description="Bayes reconstruction",
     )
     return Reconstruction(edges, theta, it, ok, "bayes")
 
@@ -292,8 +300,15 @@ def em_reconstruct(
     lower = noise.cdf(zs[:, None] - edges[None, 1:])
     kernel = (upper - lower) / widths[None, :]
     theta, it, ok = _iterate(
-        kernel, w, n=float(len(z)), widths=widths, tol=tol, max_iter=max_iter,
-        stopping=stopping, progress=progress, description="EM reconstruction",
+        kernel,
+        w,
+        n=float(len(z)),
+        widths=widths,
+        tol=tol,
+        max_iter=max_iter,
+        stopping=stopping,
+        progress=progress,
+        description="EM reconstruction",
     )
     return Reconstruction(edges, theta, it, ok, "em")
 
@@ -302,7 +317,9 @@ def log_likelihood(z: np.ndarray, noise: Noise, rec: Reconstruction) -> float:
     """Log-likelihood of ``z`` under the histogram ``rec`` convolved with ``noise``."""
     z = np.asarray(z, dtype=np.float64).ravel()
     e = rec.edges
-    kernel = (noise.cdf(z[:, None] - e[None, :-1]) - noise.cdf(z[:, None] - e[None, 1:])) / np.diff(e)
+    kernel = (noise.cdf(z[:, None] - e[None, :-1]) - noise.cdf(z[:, None] - e[None, 1:])) / np.diff(
+        e
+    )
     like = kernel @ rec.probabilities
     return float(np.sum(np.log(np.maximum(like, 1e-300))))
 
@@ -376,8 +393,12 @@ class RandomizedNaiveBayes:
         dists = tuple(
             tuple(
                 recon(
-                    z[inv == c, j], self.noises[j], bins=self.bins, bounds=bounds[j],
-                    tol=self.tol, max_iter=self.max_iter,
+                    z[inv == c, j],
+                    self.noises[j],
+                    bins=self.bins,
+                    bounds=bounds[j],
+                    tol=self.tol,
+                    max_iter=self.max_iter,
                 )
                 for j in range(z.shape[1])
             )

@@ -56,14 +56,15 @@ from ppdm.errors import ConfigError
 from ppdm.randomness import RandomSource, make_rng
 
 __all__ = [
-    "RRRelease",
     "RRParameters",
+    "RRRelease",
     "Scheme",
     "covariance",
     "covariance_diagonal",
     "disclosure_risk",
     "distortion_inverse",
     "distortion_matrix",
+    "em_estimate_table",
     "estimate_table",
     "inverse_frobenius_sq",
     "kron_apply",
@@ -199,6 +200,12 @@ def randomize_codes(
     return out
 
 
+def _safe_reciprocal(x: np.ndarray) -> np.ndarray:
+    out = np.zeros_like(x)
+    np.divide(1.0, x, out=out, where=x > 0)
+    return out
+
+
 def _matrices(dims: Sequence[int], ps: Sequence[float | None]) -> list[np.ndarray | None]:
     return [None if p is None else distortion_matrix(d, p) for d, p in zip(dims, ps, strict=True)]
 
@@ -217,6 +224,41 @@ def estimate_table(observed: np.ndarray, ps: Sequence[float | None]) -> np.ndarr
     """
     lam = np.asarray(observed, dtype=np.float64)
     return kron_apply(_inverses(lam.shape, ps), lam)
+
+
+def em_estimate_table(
+    observed: np.ndarray,
+    ps: Sequence[float | None],
+    *,
+    tol: float = 1e-10,
+    max_iter: int = 5000,
+) -> np.ndarray:
+    """Maximum-likelihood estimate of the original table by EM (iterative Bayes).
+
+    The randomized-response analogue of :func:`ppdm.anonymize.perturbation.randomization.
+    em_reconstruct`: starting from the uniform table, ``pi <- pi x P^T (lambda / (P pi))``
+    (elementwise ``x`` and ``/``), every product by the vec trick. Unlike ``P^-1
+    lambda`` the result is a distribution (no negative cells); it is the estimate within
+    the simplex that maximizes the likelihood of the randomized table. Same scale as
+    ``observed``; stops when the largest change of a cell's share is below ``tol``.
+    """
+    lam = np.asarray(observed, dtype=np.float64)
+    total = float(lam.sum())
+    if total <= 0:
+        raise ValueError("the randomized table is empty")
+    lam = lam / total
+    mats = _matrices(lam.shape, ps)
+    mats_t = [None if m is None else m.T for m in mats]
+    pi = np.full(lam.shape, 1.0 / lam.size)
+    for _ in range(max_iter):
+        pred = kron_apply(mats, pi)
+        new = pi * kron_apply(mats_t, lam * _safe_reciprocal(pred))
+        new /= new.sum()
+        done = float(np.max(np.abs(new - pi))) < tol
+        pi = new
+        if done:
+            break
+    return pi * total
 
 
 def covariance_diagonal(pi: np.ndarray, ps: Sequence[float | None], n: int) -> np.ndarray:
@@ -261,12 +303,6 @@ def covariance(pi: np.ndarray, ps: Sequence[float | None], n: int) -> np.ndarray
     flat = m.reshape(size, size)
     v = pi.ravel()
     return (flat - np.outer(v, v)) / n
-
-
-def _safe_reciprocal(x: np.ndarray) -> np.ndarray:
-    out = np.zeros_like(x)
-    np.divide(1.0, x, out=out, where=x > 0)
-    return out
 
 
 def qi_reconstruction_probability(pi_qi: np.ndarray, ps: Sequence[float | None]) -> np.ndarray:
@@ -420,7 +456,7 @@ def optimal_parameters(
         raise ConfigError(f"tau must be in (0, 1], not {tau}")
     pi = np.asarray(pi, dtype=np.float64)
     total = float(pi.sum())
-    n_records = int(round(total)) if n is None else int(n)
+    n_records = round(total) if n is None else int(n)
     pi = pi / total
     dims = pi.shape
     qi_on = scheme in ("rr-qi", "rr-both")
@@ -450,7 +486,10 @@ def optimal_parameters(
 
     def objective(x: np.ndarray) -> float:
         return float(
-            sum(math.log(inverse_frobenius_sq(dims[i], max(x[k], lower[k]))) for k, i in enumerate(free))
+            sum(
+                math.log(inverse_frobenius_sq(dims[i], max(x[k], lower[k])))
+                for k, i in enumerate(free)
+            )
         )
 
     def trace_of(ps: Sequence[float | None]) -> float:
@@ -542,7 +581,7 @@ def randomized_response(
     qi: Sequence[str],
     sensitive: str,
     scheme: Scheme = "rr-both",
-    l: float | None = None,
+    l: float | None = None,  # noqa: E741
     ps: Sequence[float | None] | None = None,
     rng: int | RandomSource | None = None,
 ) -> RRRelease:

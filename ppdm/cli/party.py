@@ -1,0 +1,60 @@
+"""``ppdm party``: run a party's node, or ask every node for its health."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+from ppdm.parties.consortium import load_settings
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("party", help="run or query party nodes")
+    sub = parser.add_subparsers(dest="party_command", metavar="ACTION")
+    sub.required = True
+
+    serve = sub.add_parser(
+        "serve",
+        help="run this party's node (mutual TLS) until SIGINT/SIGTERM",
+        description=(
+            "Run the node of the party whose settings file is given: it serves jobs started "
+            "by any consortium member, on its own private inputs. Logs go to stderr."
+        ),
+    )
+    serve.add_argument("settings", help="the party's settings file (e.g. DIR/alice.toml)")
+    serve.add_argument(
+        "--log-level",
+        dest="node_log_level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="log level of the node (default: INFO)",
+    )
+    serve.add_argument(
+        "--grace", type=float, default=5.0, help="seconds to finish calls when stopping"
+    )
+    serve.set_defaults(handler=_serve)
+
+    hl = sub.add_parser("health", help="ask every node of the consortium whether it is up")
+    hl.add_argument("--settings", required=True, help="your party's settings file")
+    hl.add_argument("--timeout", type=float, default=5.0, help="seconds per node")
+    hl.set_defaults(handler=_health)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from ppdm.parties.node import serve
+
+    logging.getLogger("ppdm").setLevel(args.node_log_level)
+    settings = load_settings(args.settings)
+    return serve(settings, grace=args.grace)
+
+
+def _health(args: argparse.Namespace) -> int:
+    from ppdm.parties.node import health
+
+    settings = load_settings(args.settings)
+    report = health(settings, timeout=args.timeout)
+    json.dump(report, sys.stdout, indent=2)
+    print()
+    return 0 if all(r["ok"] for r in report.values()) else 1

@@ -1,0 +1,177 @@
+"""Association rules over horizontally partitioned data (Kantarcioglu & Clifton 2004).
+
+Kantarcioglu and Clifton, "Privacy-preserving distributed mining of association rules on
+horizontally partitioned data", IEEE TKDE 16(9), 2004; seed 000 section 20.5 and figure
+20.6. Every party holds some of the transactions (its customers' baskets); together they
+find the frequent itemsets and rules of the pooled transactions.
+
+Per level ``k`` (Apriori over the pooled data):
+
+1. Each party finds its *locally large* candidates: ``C_1`` is its own items, ``C_k``
+   (``k > 1``) is ``apriori_gen(L_{k-1})`` of the public global result; a candidate is
+   locally large if its local count reaches ``min_count(s, |DB_i|)``. A globally large
+   itemset is locally large at some party, so nothing is missed.
+2. The parties compute the **secure union** of their locally large itemsets
+   (:func:`ppdm.protocols.set_union.secure_set_union`, with fake itemsets): the union is
+   public, who contributed what is not.
+3. For every itemset of the union, each party counts it locally and the parties decide
+   whether ``sum_i count_i >= T`` where ``T = min_count(s, N)`` and ``N`` is the pooled
+   number of transactions (a secure sum at the start): by default with
+   :func:`ppdm.protocols.threshold.secure_sum_nonnegative` (masked ring sum of the excess
+   supports plus a secure comparison), so that no count is revealed; with
+   ``reveal_counts=True`` (the parties agree to publish exact global counts) by a plain
+   secure sum of the counts.
+
+Rules ``X -> Y`` are decided the same way: with ``min_confidence = p/q`` (its decimal
+value), ``q * count(XY) - p * count(X) >= 0`` summed over the parties, or computed from the
+published counts.
+
+Leakage (semi-honest): the pooled number of transactions ``N``; per level, the union of
+the locally large itemsets and which of them are globally large (KC's accepted leakage),
+plus the secure union's own leakage (docs/protocols/set-union.md: the anonymous
+histogram of how many parties hold each itemset); with ``reveal_counts`` the global counts
+of the union's itemsets. No party learns another party's counts or which party holds
+which locally large itemset. Cost per level: one secure union, one batched threshold test
+(or secure sum) over the union; one more batched test for the candidate rules.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from ppdm.mining.assoc_common import (
+    AssocResult,
+    candidate_rules,
+    confidence_fraction,
+    decode_itemset,
+    encode_itemset,
+)
+from ppdm.mining.itemsets import TransactionDB, apriori_gen, min_count, support_counts
+from ppdm.parties.network import Network
+from ppdm.progress import Progress, progress_or_null
+from ppdm.protocols.secure_sum import secure_sum
+from ppdm.protocols.set_union import secure_set_union
+from ppdm.protocols.threshold import secure_sum_nonnegative
+
+log = logging.getLogger(__name__)
+
+__all__ = ["horizontal_association_rules"]
+
+
+def _native(x: Any) -> Any:
+    return x.item() if hasattr(x, "item") else x
+
+
+def horizontal_association_rules(
+    net: Network,
+    db: TransactionDB,
+    *,
+    min_support: float,
+    min_confidence: float,
+    reveal_counts: bool = False,
+    max_len: int | None = None,
+    label_bytes: int = 4,
+    fake_ratio: float = 0.25,
+    progress: Progress | None = None,
+) -> AssocResult:
+    """Frequent itemsets and rules of the parties' pooled transactions (module docstring).
+
+    Every party calls this with its own transactions ``db``. Item labels must be all ints
+    (each fitting in ``label_bytes`` bytes) or all strings (at most ``label_bytes`` UTF-8
+    bytes).
+
+    Returns
+    -------
+    AssocResult
+        The same at every party: frequent itemsets (with global counts when
+        ``reveal_counts``) and rules.
+    """
+    min_count(min_support, 1)  # validates min_support
+    frac = confidence_fraction(min_confidence)
+    prog = progress_or_null(progress)
+    n_total = int(secure_sum(net.scoped("assoc/size"), int(db.n_transactions)))
+    threshold = min_count(min_support, n_total)
+    local_threshold = min_count(min_support, db.n_transactions) if db.n_transactions else 1
+    kind: type = int
+    if len(db.items) and isinstance(_native(db.items[0]), str):
+        kind = str
+    frequent: dict[frozenset, int | None] = {}
+    levels: list[dict[str, Any]] = []
+    prev: list[tuple] = []
+    k = 1
+    prog.start("association levels", max_len)
+    while max_len is None or k <= max_len:
+        sub = net.scoped(f"assoc/level{k}")
+        if k == 1:
+            candidates = [(_native(x),) for x in db.items]
+        else:
+            candidates = apriori_gen(prev)
+        local_counts = (
+            support_counts(db, candidates) if candidates else np.zeros(0, dtype=np.int64)
+        )
+        locally_large = [c for c, n in zip(candidates, local_counts, strict=True)
+                         if db.n_transactions and n >= local_threshold]
+        encoded = [encode_itemset(c, label_bytes=label_bytes) for c in locally_large]
+        max_bytes = k * (label_bytes if kind is int else label_bytes + 1)
+        union_bytes = secure_set_union(
+            sub.scoped("union"), encoded, max_item_bytes=max_bytes, fake_ratio=fake_ratio
+        )
+        union = sorted(
+            tuple(sorted(decode_itemset(b, label_bytes=label_bytes, kind=kind)))
+            for b in union_bytes
+        )
+        if union:
+            counts = support_counts(db, union).astype(np.int64)
+            if reveal_counts:
+                totals = secure_sum(sub.scoped("count"), counts)
+                large_mask = totals >= threshold
+            else:
+                excess = counts.copy()
+                if net.me == net.parties[0]:
+                    excess -= threshold
+                large_mask = secure_sum_nonnegative(sub.scoped("test"), excess)
+                totals = None
+        else:
+            large_mask = np.zeros(0, dtype=bool)
+            totals = None
+        large = [c for c, ok in zip(union, large_mask, strict=True) if ok]
+        for i, c in enumerate(union):
+            if large_mask[i]:
+                frequent[frozenset(c)] = int(totals[i]) if totals is not None else None
+        levels.append({"k": k, "candidates_union": len(union), "frequent": len(large)})
+        log.info("level %d: union of %d locally large, %d frequent", k, len(union), len(large))
+        prog.advance()
+        if not large:
+            break
+        prev = large
+        k += 1
+    prog.finish()
+    if reveal_counts:
+        return AssocResult.with_counts(
+            n_total, min_support, min_confidence,
+            {key: int(v) for key, v in frequent.items() if v is not None}, levels,
+        )
+    rules = _private_rules(net, db, list(frequent), frac)
+    return AssocResult(n_total, min_support, min_confidence, frequent, rules, False, levels)
+
+
+def _private_rules(
+    net: Network, db: TransactionDB, itemsets: list[frozenset], frac: Any
+) -> list[dict[str, Any]]:
+    """Confident rules decided by secure threshold tests, no count revealed."""
+    cands = candidate_rules(itemsets)
+    if not cands:
+        return []
+    p, q = frac.numerator, frac.denominator
+    z_counts = support_counts(db, [tuple(sorted(x | y)) for x, y in cands]).astype(np.int64)
+    x_counts = support_counts(db, [tuple(sorted(x)) for x, _ in cands]).astype(np.int64)
+    excess = q * z_counts - p * x_counts
+    ok = secure_sum_nonnegative(net.scoped("assoc/rules"), excess)
+    return [
+        {"antecedent": sorted(x), "consequent": sorted(y)}
+        for (x, y), good in zip(cands, ok, strict=True)
+        if good
+    ]

@@ -1,0 +1,698 @@
+"""Consortium roster, per-party settings, and the keys and certificates of a testbed.
+
+A *consortium* is the set of organizations that run jobs together. Two kinds of files
+describe it (both TOML):
+
+- The **consortium file** (``consortium.toml``), the same at every party and public
+  within the consortium: its name, the CA certificate every party trusts, the maximum
+  gRPC message size, and the roster — each party's name, ``host:port`` address and
+  certificate. A party's identity on the network is the certificate listed here: a peer
+  is accepted only if it presents exactly that certificate (compared by SHA-256
+  fingerprint) and the certificate names the party (DNS subject alternative name or
+  common name).
+- A **settings file** per party (``alice.toml``), which never leaves that party's host:
+  its name, where the consortium file is, its TLS certificate and *private key*, how its
+  node listens, and its private inputs (``[inputs]``) and data paths (``[data]``).
+
+Consortium file::
+
+    [consortium]
+    name = "ppdm-testbed"
+    ca_certificate = "ca.crt"          # path relative to this file, or inline PEM
+    max_message_bytes = 4194304         # largest gRPC message; larger envelopes are chunked
+    max_envelope_bytes = 536870912      # largest reassembled protocol message
+
+    [[parties]]
+    name = "alice"
+    address = "127.0.0.1:50051"
+    certificate = "certs/alice.crt"     # path relative to this file, or inline PEM
+
+Settings file::
+
+    party = "alice"
+    consortium = "consortium.toml"      # path relative to this file
+
+    [tls]
+    certificate = "certs/alice.crt"
+    private_key = "private/alice.key"
+
+    [node]
+    listen = "127.0.0.1:50051"          # default: the roster address
+    job_timeout_s = 60.0                # default receive timeout of jobs
+    max_workers = 64                    # gRPC server threads
+
+    [inputs]
+    secure_sum = 417
+
+    [data]
+    adult = "data/adult.csv"
+
+:func:`init_consortium` (``ppdm consortium init``) writes a self-contained testbed: a
+fresh CA, an ECDSA P-256 key and certificate per party (DNS SAN = party name, IP SAN =
+host), the consortium file and one settings file per party. Real organizations use their
+own CA instead (see ``docs/deployment.md``); :func:`load_consortium` and
+:func:`load_settings` check whatever they produce and raise :class:`ConfigError` with
+the file and the problem.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import ipaddress
+import os
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from ppdm.errors import ConfigError
+from ppdm.randomness import RandomSource, make_rng
+
+__all__ = [
+    "DEFAULT_MAX_ENVELOPE_BYTES",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "Consortium",
+    "PartyEntry",
+    "PartySettings",
+    "certificate_fingerprint",
+    "certificate_names",
+    "generate_ca",
+    "init_consortium",
+    "issue_certificate",
+    "load_consortium",
+    "load_settings",
+    "write_toml",
+]
+
+DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+DEFAULT_MAX_ENVELOPE_BYTES = 512 * 1024 * 1024
+DEFAULT_JOB_TIMEOUT_S = 60.0
+DEFAULT_MAX_WORKERS = 64
+MIN_MESSAGE_BYTES = 16 * 1024
+
+# Party names travel in certificates as DNS names, so they are DNS labels.
+_NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+
+
+# Certificates ---------------------------------------------------------------------------
+
+
+def _load_cert(pem: bytes, where: str) -> x509.Certificate:
+    try:
+        return x509.load_pem_x509_certificate(pem)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: not a PEM X.509 certificate ({exc})") from None
+
+
+def certificate_fingerprint(cert: bytes | x509.Certificate) -> str:
+    """SHA-256 fingerprint (hex) of a certificate's DER encoding; PEM or DER bytes accepted."""
+    if isinstance(cert, bytes):
+        cert = (
+            x509.load_pem_x509_certificate(cert)
+            if cert.lstrip().startswith(b"-----BEGIN")
+            else x509.load_der_x509_certificate(cert)
+        )
+    return hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).hexdigest()
+
+
+def certificate_names(cert: x509.Certificate) -> list[str]:
+    """The DNS subject alternative names of ``cert``, then its common name(s)."""
+    names: list[str] = []
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+        names.extend(san.value.get_values_for_type(x509.DNSName))
+    except x509.ExtensionNotFound:
+        pass
+    for attr in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME):
+        value = attr.value if isinstance(attr.value, str) else attr.value.decode()
+        names.append(value)
+    return names
+
+
+def generate_ca(
+    name: str, *, validity_days: int = 365
+) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    """A fresh self-signed ECDSA P-256 certificate authority for a consortium."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, name),
+            x509.NameAttribute(NameOID.COMMON_NAME, f"{name} consortium CA"),
+        ]
+    )
+    now = _dt.datetime.now(_dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _dt.timedelta(minutes=5))
+        .not_valid_after(now + _dt.timedelta(days=validity_days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
+        .sign(key, hashes.SHA256())
+    )
+    return key, cert
+
+
+def issue_certificate(
+    ca_key: ec.EllipticCurvePrivateKey,
+    ca_cert: x509.Certificate,
+    party: str,
+    *,
+    hosts: Sequence[str] = (),
+    validity_days: int = 365,
+) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    """An ECDSA P-256 key and a certificate for ``party`` signed by the CA.
+
+    The certificate names the party as its common name and DNS subject alternative name
+    (the identity the nodes check) and lists ``hosts`` (IP addresses or DNS names) as
+    further alternative names; it is valid for TLS servers and clients.
+    """
+    key = ec.generate_private_key(ec.SECP256R1())
+    alt: list[x509.GeneralName] = [x509.DNSName(party)]
+    for host in hosts:
+        try:
+            alt.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            if host != party:
+                alt.append(x509.DNSName(host))
+    now = _dt.datetime.now(_dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, party)]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _dt.timedelta(minutes=5))
+        .not_valid_after(now + _dt.timedelta(days=validity_days))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.SubjectAlternativeName(alt), critical=False)
+        .add_extension(
+            x509.ExtendedKeyUsage(
+                [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+            ),
+            critical=False,
+        )
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_cert.public_key()),  # type: ignore[arg-type]
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    return key, cert
+
+
+def _pem(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+# The roster -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PartyEntry:
+    """One roster line: a party's name, node address and certificate."""
+
+    name: str
+    address: str
+    certificate_pem: bytes
+    fingerprint: str
+
+    @property
+    def host(self) -> str:
+        return self.address.rsplit(":", 1)[0].strip("[]")
+
+    @property
+    def port(self) -> int:
+        return int(self.address.rsplit(":", 1)[1])
+
+
+@dataclass(frozen=True)
+class Consortium:
+    """The consortium file, loaded and checked (see the module docstring)."""
+
+    name: str
+    parties: tuple[PartyEntry, ...]
+    ca_certificate_pem: bytes
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    max_envelope_bytes: int = DEFAULT_MAX_ENVELOPE_BYTES
+    path: Path | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Party names in roster order (the order every job's ``net.parties`` follows)."""
+        return tuple(p.name for p in self.parties)
+
+    def party(self, name: str) -> PartyEntry:
+        """The roster entry of ``name``; :class:`ConfigError` if it is not a member."""
+        for p in self.parties:
+            if p.name == name:
+                return p
+        raise ConfigError(
+            f"party {name!r} is not in consortium {self.name!r} (members: {', '.join(self.names)})"
+        )
+
+    def identify(self, cert_pem: bytes) -> str | None:
+        """The roster party that presented ``cert_pem``, or ``None`` if it is not one.
+
+        The certificate must be byte-for-byte the roster's certificate of a party
+        (SHA-256 fingerprint) *and* name that party (DNS SAN or CN), so a certificate from
+        another CA, another party's certificate under a different name, and a second
+        certificate the CA issued for a member's name are all refused.
+        """
+        try:
+            cert = x509.load_pem_x509_certificate(cert_pem)
+        except ValueError:
+            return None
+        fp = certificate_fingerprint(cert)
+        names = certificate_names(cert)
+        for p in self.parties:
+            if p.fingerprint == fp and p.name in names:
+                return p.name
+        return None
+
+    def order(self, names: Sequence[str]) -> tuple[str, ...]:
+        """``names`` in roster order; :class:`ConfigError` on unknown or repeated names."""
+        if len(set(names)) != len(names):
+            raise ConfigError(f"party list {list(names)} repeats a name")
+        for n in names:
+            self.party(n)
+        wanted = set(names)
+        return tuple(n for n in self.names if n in wanted)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"file not found: {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+
+
+def _pem_field(value: Any, base: Path, where: str) -> bytes:
+    """A PEM given inline or as a path relative to ``base``."""
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where} must be a file path or an inline PEM string")
+    if value.lstrip().startswith("-----BEGIN"):
+        return value.encode()
+    path = Path(value)
+    path = path if path.is_absolute() else base / path
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{where}: file not found: {path}") from None
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot read {path} ({exc.strerror})") from None
+
+
+def _check_address(address: Any, where: str) -> str:
+    if not isinstance(address, str) or ":" not in address:
+        raise ConfigError(f"{where} must be 'host:port', got {address!r}")
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"{where} must be 'host:port' with a port in 1..65535, got {address!r}")
+    return address
+
+
+def _int_field(
+    table: Mapping[str, Any], key: str, default: int, where: str, *, minimum: int
+) -> int:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{where}.{key} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _check_validity(cert: x509.Certificate, where: str) -> None:
+    now = _dt.datetime.now(_dt.UTC)
+    if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:
+        raise ConfigError(
+            f"{where}: certificate is not valid now (valid {cert.not_valid_before_utc:%Y-%m-%d}"
+            f" to {cert.not_valid_after_utc:%Y-%m-%d})"
+        )
+
+
+def load_consortium(path: str | Path) -> Consortium:
+    """Load and check a consortium file (see the module docstring).
+
+    Checks: a name; a CA certificate; at least one party; party names are lower-case DNS
+    labels and distinct; addresses are ``host:port`` and distinct; every certificate
+    parses, is currently valid, is signed by the CA and names its party.
+    """
+    path = Path(path)
+    doc = _read_toml(path)
+    base = path.parent
+    table = doc.get("consortium")
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: missing [consortium] table")
+    name = table.get("name")
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{path}: consortium.name must be a non-empty string")
+    ca_pem = _pem_field(table.get("ca_certificate"), base, f"{path}: consortium.ca_certificate")
+    ca = _load_cert(ca_pem, f"{path}: consortium.ca_certificate")
+    max_msg = _int_field(
+        table,
+        "max_message_bytes",
+        DEFAULT_MAX_MESSAGE_BYTES,
+        f"{path}: consortium",
+        minimum=MIN_MESSAGE_BYTES,
+    )
+    max_env = _int_field(
+        table,
+        "max_envelope_bytes",
+        DEFAULT_MAX_ENVELOPE_BYTES,
+        f"{path}: consortium",
+        minimum=max_msg,
+    )
+    rows = doc.get("parties")
+    if not isinstance(rows, list) or not rows:
+        raise ConfigError(f"{path}: no [[parties]] listed")
+    entries: list[PartyEntry] = []
+    seen_names: set[str] = set()
+    seen_addresses: set[str] = set()
+    for i, row in enumerate(rows):
+        where = f"{path}: parties[{i}]"
+        if not isinstance(row, dict):
+            raise ConfigError(f"{where} must be a table")
+        pname = row.get("name")
+        if not isinstance(pname, str) or not _NAME_RE.match(pname):
+            raise ConfigError(
+                f"{where}.name must be a lower-case DNS label (a-z, 0-9, '-'), got {pname!r}"
+            )
+        if pname in seen_names:
+            raise ConfigError(f"{where}: party {pname!r} is listed twice")
+        address = _check_address(row.get("address"), f"{where}.address")
+        if address in seen_addresses:
+            raise ConfigError(f"{where}: address {address} is used by another party")
+        pem = _pem_field(row.get("certificate"), base, f"{where}.certificate")
+        cert = _load_cert(pem, f"{where}.certificate")
+        _check_validity(cert, f"{where}.certificate")
+        try:
+            cert.verify_directly_issued_by(ca)
+        except (ValueError, TypeError, InvalidSignature):
+            raise ConfigError(
+                f"{where}: certificate of {pname!r} is not signed by the consortium CA"
+            ) from None
+        if pname not in certificate_names(cert):
+            raise ConfigError(
+                f"{where}: certificate of {pname!r} names {certificate_names(cert)}, "
+                f"not {pname!r} (it must be a DNS subject alternative name or the CN)"
+            )
+        seen_names.add(pname)
+        seen_addresses.add(address)
+        entries.append(PartyEntry(pname, address, pem, certificate_fingerprint(cert)))
+    return Consortium(
+        name=name,
+        parties=tuple(entries),
+        ca_certificate_pem=ca_pem,
+        max_message_bytes=max_msg,
+        max_envelope_bytes=max_env,
+        path=path,
+    )
+
+
+# A party's settings ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PartySettings:
+    """A party's own settings file, loaded and checked (see the module docstring)."""
+
+    name: str
+    consortium: Consortium
+    certificate_pem: bytes
+    private_key_pem: bytes
+    listen: str
+    job_timeout_s: float = DEFAULT_JOB_TIMEOUT_S
+    max_workers: int = DEFAULT_MAX_WORKERS
+    raw: Mapping[str, Any] = field(default_factory=dict)
+    path: Path | None = None
+
+    @property
+    def base_dir(self) -> Path:
+        """Folder relative data paths are resolved against (the settings file's)."""
+        return self.path.parent if self.path is not None else Path.cwd()
+
+    @property
+    def entry(self) -> PartyEntry:
+        return self.consortium.party(self.name)
+
+
+def load_settings(path: str | Path) -> PartySettings:
+    """Load a party's settings file and the consortium file it points to, and check them.
+
+    Besides the checks of :func:`load_consortium`: the party is on the roster, its
+    certificate is the roster's certificate for it, and its private key belongs to that
+    certificate.
+    """
+    path = Path(path)
+    doc = _read_toml(path)
+    base = path.parent
+    name = doc.get("party")
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{path}: 'party' must name this party")
+    cons_ref = doc.get("consortium")
+    if not isinstance(cons_ref, str) or not cons_ref:
+        raise ConfigError(f"{path}: 'consortium' must be the path of the consortium file")
+    cons_path = Path(cons_ref)
+    consortium = load_consortium(cons_path if cons_path.is_absolute() else base / cons_path)
+    entry = consortium.party(name)
+    tls = doc.get("tls")
+    if not isinstance(tls, dict):
+        raise ConfigError(f"{path}: missing [tls] table (certificate, private_key)")
+    cert_pem = _pem_field(tls.get("certificate"), base, f"{path}: tls.certificate")
+    key_pem = _pem_field(tls.get("private_key"), base, f"{path}: tls.private_key")
+    cert = _load_cert(cert_pem, f"{path}: tls.certificate")
+    if certificate_fingerprint(cert) != entry.fingerprint:
+        raise ConfigError(
+            f"{path}: tls.certificate is not the certificate the consortium file lists for {name!r}"
+        )
+    try:
+        key = serialization.load_pem_private_key(key_pem, password=None)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(
+            f"{path}: tls.private_key is not an unencrypted PEM key ({exc})"
+        ) from None
+    pub = serialization.PublicFormat.SubjectPublicKeyInfo
+    if key.public_key().public_bytes(
+        serialization.Encoding.DER, pub
+    ) != cert.public_key().public_bytes(serialization.Encoding.DER, pub):
+        raise ConfigError(f"{path}: tls.private_key does not belong to tls.certificate")
+    node = doc.get("node", {})
+    if not isinstance(node, dict):
+        raise ConfigError(f"{path}: [node] must be a table")
+    listen = _check_address(node.get("listen", entry.address), f"{path}: node.listen")
+    timeout = node.get("job_timeout_s", DEFAULT_JOB_TIMEOUT_S)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        raise ConfigError(f"{path}: node.job_timeout_s must be a positive number")
+    workers = _int_field(node, "max_workers", DEFAULT_MAX_WORKERS, f"{path}: node", minimum=8)
+    for table in ("inputs", "data"):
+        if not isinstance(doc.get(table, {}), dict):
+            raise ConfigError(f"{path}: [{table}] must be a table")
+    return PartySettings(
+        name=name,
+        consortium=consortium,
+        certificate_pem=cert_pem,
+        private_key_pem=key_pem,
+        listen=listen,
+        job_timeout_s=float(timeout),
+        max_workers=workers,
+        raw=doc,
+        path=path,
+    )
+
+
+# Writing --------------------------------------------------------------------------------
+
+
+def _toml_string(text: str) -> str:
+    """A TOML basic string (control characters and DEL escaped as \\uXXXX)."""
+    out = ['"']
+    for ch in text:
+        code = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, str):
+        return _toml_string(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write a {type(value).__name__} to TOML")
+
+
+def write_toml(doc: Mapping[str, Any], *, header: str = "") -> str:
+    """TOML text of ``doc``: scalars and lists first, then tables and arrays of tables
+    (one level deep: what consortium and settings files need)."""
+    lines = [f"# {line}" if line else "#" for line in header.splitlines()]
+    tables: list[tuple[str, Mapping[str, Any]]] = []
+    arrays: list[tuple[str, list[Mapping[str, Any]]]] = []
+    for key, value in doc.items():
+        if isinstance(value, Mapping):
+            tables.append((key, value))
+        elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+            arrays.append((key, value))
+        else:
+            lines.append(f"{key} = {_toml_value(value)}")
+    for key, table in tables:
+        lines.extend(["", f"[{key}]"])
+        lines.extend(f"{k} = {_toml_value(v)}" for k, v in table.items())
+    for key, rows in arrays:
+        for row in rows:
+            lines.extend(["", f"[[{key}]]"])
+            lines.extend(f"{k} = {_toml_value(v)}" for k, v in row.items())
+    return "\n".join(lines).lstrip("\n") + "\n"
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+def init_consortium(
+    out: str | Path,
+    parties: Sequence[str],
+    *,
+    host: str = "127.0.0.1",
+    base_port: int = 50051,
+    name: str = "ppdm-testbed",
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    job_timeout_s: float = DEFAULT_JOB_TIMEOUT_S,
+    sample_inputs: bool = True,
+    keep_ca_key: bool = False,
+    overwrite: bool = False,
+    ports: Sequence[int] | None = None,
+    rng: int | RandomSource | None = None,
+) -> Path:
+    """Write a ready-to-run consortium for ``parties`` on one host; returns its file.
+
+    Files written under ``out``: ``consortium.toml``, ``ca.crt``, ``certs/<party>.crt``,
+    ``private/<party>.key`` (mode 0600) and ``<party>.toml`` (settings). Party ``i``
+    listens on ``host:base_port + i`` (or ``ports[i]``). With ``sample_inputs`` each
+    party's settings get a sample private ``secure_sum`` input in ``[0, 1000)``, so a
+    fresh testbed can run ``ppdm job run secure-sum`` at once. The CA's private key is
+    discarded unless ``keep_ca_key`` (then ``private/ca.key``, for issuing more
+    certificates later; keep it offline).
+    """
+    out = Path(out)
+    names = list(parties)
+    if not names:
+        raise ConfigError("--parties must list at least one party")
+    for n in names:
+        if not _NAME_RE.match(n):
+            raise ConfigError(
+                f"party name {n!r} must be a lower-case DNS label (a-z, 0-9, '-', at most 63)"
+            )
+    if len(set(names)) != len(names):
+        raise ConfigError(f"party names must be distinct, got {names}")
+    if ports is None:
+        if not (base_port > 0 and base_port + len(names) - 1 < 65536):
+            raise ConfigError(f"base port {base_port} leaves no room for {len(names)} parties")
+        ports = [base_port + i for i in range(len(names))]
+    if len(ports) != len(names):
+        raise ConfigError("need one port per party")
+    if max_message_bytes < MIN_MESSAGE_BYTES:
+        raise ConfigError(f"max message size must be at least {MIN_MESSAGE_BYTES} bytes")
+    cons_file = out / "consortium.toml"
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        raise ConfigError(f"{out} exists and is not empty (use --force to overwrite)")
+    for sub in ("certs", "private"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+    os.chmod(out / "private", 0o700)
+    ca_key, ca_cert = generate_ca(name)
+    (out / "ca.crt").write_bytes(_pem(ca_cert))
+    if keep_ca_key:
+        _write_private(out / "private" / "ca.key", _key_pem(ca_key))
+    source = make_rng(rng)
+    samples = source.integers(0, 1000, len(names)) if sample_inputs else None
+    roster = []
+    for i, party in enumerate(names):
+        key, cert = issue_certificate(ca_key, ca_cert, party, hosts=[host])
+        (out / "certs" / f"{party}.crt").write_bytes(_pem(cert))
+        _write_private(out / "private" / f"{party}.key", _key_pem(key))
+        address = f"[{host}]:{ports[i]}" if ":" in host else f"{host}:{ports[i]}"
+        roster.append({"name": party, "address": address, "certificate": f"certs/{party}.crt"})
+        settings: dict[str, Any] = {
+            "party": party,
+            "consortium": "consortium.toml",
+            "tls": {"certificate": f"certs/{party}.crt", "private_key": f"private/{party}.key"},
+            "node": {"listen": address, "job_timeout_s": float(job_timeout_s)},
+            "inputs": {"secure_sum": int(samples[i])} if samples is not None else {},
+            "data": {},
+        }
+        text = write_toml(
+            settings,
+            header=(
+                f"Private settings of party {party!r} in consortium {name!r}.\n"
+                "Keep this file, its private key and its inputs on this party's host only."
+            ),
+        )
+        _write_private(out / f"{party}.toml", text.encode())
+    doc = {
+        "consortium": {
+            "name": name,
+            "ca_certificate": "ca.crt",
+            "max_message_bytes": int(max_message_bytes),
+            "max_envelope_bytes": max(DEFAULT_MAX_ENVELOPE_BYTES, int(max_message_bytes)),
+        },
+        "parties": roster,
+    }
+    cons_file.write_text(
+        write_toml(
+            doc,
+            header=(
+                f"Roster of consortium {name!r}: the same file at every party.\n"
+                "A peer is accepted only with exactly the certificate listed for it here."
+            ),
+        )
+    )
+    return cons_file

@@ -1,0 +1,480 @@
+"""The gRPC transport of the party network: mutual TLS, identity from the roster, framing.
+
+Every party runs a node (:mod:`ppdm.parties.node`) serving the ``ppdm.v1.Party`` service
+on its roster address. This module is what moves a job's envelopes between nodes:
+
+- **Channels and credentials.** Both sides of every connection present a certificate
+  (mutual TLS, :func:`server_credentials`, :func:`open_channel`). A node trusts only the
+  consortium's CA, and a client checks that the server's certificate names the party it
+  dialled (the party name is the TLS target name).
+- **Identity.** :func:`authenticate` maps the caller's TLS certificate to a roster party:
+  the certificate must be exactly the roster's certificate for a party and name it (see
+  :meth:`Consortium.identify <ppdm.parties.consortium.Consortium.identify>`). Anything
+  else — no certificate, another CA (both refused in the TLS handshake), a certificate
+  not on the roster or listed under another name — is refused with ``PERMISSION_DENIED``.
+  The authenticated name is what :meth:`Endpoint.deliver
+  <ppdm.parties.network.Endpoint.deliver>` checks each envelope's ``sender`` against.
+- **Framing.** Per job and peer, the sender opens one client-streaming ``Exchange`` call
+  (:class:`PeerStream`) and writes each serialized envelope as one or more ``Frame``
+  messages no larger than the consortium's ``max_message_bytes``
+  (:func:`split_envelope`); the receiver's :class:`Reassembler` checks the frames
+  (one job per stream, consecutive envelope numbers and chunk indices, a bound on the
+  reassembled size) and hands whole envelopes to the job's endpoint. A malformed stream
+  makes the job fail with :class:`~ppdm.errors.ProtocolError` naming the peer.
+- **Early frames.** A peer may start sending before this node has received the job's
+  ``StartJob``; the stream then waits (bounded by :data:`PENDING_JOB_WAIT_S`) for the job
+  to appear. While it waits gRPC flow control stops the sender, so the memory held for a
+  job that has not started is bounded by one stream window per peer.
+- **Failures.** A broken outgoing stream (node gone, refused stream) or an incoming
+  stream cancelled mid-job calls :meth:`Endpoint.fail_party
+  <ppdm.parties.network.Endpoint.fail_party>`, so the job ends with
+  :class:`~ppdm.errors.PartyFailure` naming the peer, before the receive timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import grpc
+
+from ppdm.errors import PartyFailure
+from ppdm.parties.consortium import Consortium, PartySettings
+from ppdm.parties.network import Endpoint
+from ppdm.proto.ppdm.v1 import envelope_pb2 as env_pb
+from ppdm.proto.ppdm.v1 import party_pb2_grpc
+
+__all__ = [
+    "FRAME_OVERHEAD",
+    "PENDING_JOB_WAIT_S",
+    "FramingError",
+    "JobLinks",
+    "PeerStream",
+    "Reassembler",
+    "authenticate",
+    "channel_options",
+    "handle_exchange",
+    "open_channel",
+    "server_credentials",
+    "split_envelope",
+]
+
+log = logging.getLogger(__name__)
+
+# Room left in each gRPC message for the Frame fields around the chunk.
+FRAME_OVERHEAD = 1024
+# How long an Exchange stream for a job this node has not started yet waits for it.
+PENDING_JOB_WAIT_S = 30.0
+# Frames queued per outgoing stream before send() blocks (back-pressure).
+QUEUE_FRAMES = 8
+_CLOSE = object()
+
+
+# Channels and credentials ---------------------------------------------------------------
+
+
+def channel_options(consortium: Consortium) -> list[tuple[str, Any]]:
+    """gRPC options shared by nodes and clients: message size limits and keep-alive."""
+    limit = consortium.max_message_bytes + FRAME_OVERHEAD
+    return [
+        ("grpc.max_send_message_length", limit),
+        ("grpc.max_receive_message_length", limit),
+        ("grpc.keepalive_time_ms", 20_000),
+        ("grpc.keepalive_timeout_ms", 10_000),
+        ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+    ]
+
+
+def server_credentials(settings: PartySettings) -> grpc.ServerCredentials:
+    """TLS server credentials that require a client certificate from the consortium CA."""
+    return grpc.ssl_server_credentials(
+        [(settings.private_key_pem, settings.certificate_pem)],
+        root_certificates=settings.consortium.ca_certificate_pem,
+        require_client_auth=True,
+    )
+
+
+def open_channel(settings: PartySettings, peer: str) -> grpc.Channel:
+    """An mTLS channel from ``settings``' party to ``peer``'s node.
+
+    The client presents its own certificate and accepts only a server certificate from
+    the consortium CA that names ``peer`` (TLS target name override = party name).
+    """
+    entry = settings.consortium.party(peer)
+    creds = grpc.ssl_channel_credentials(
+        root_certificates=settings.consortium.ca_certificate_pem,
+        private_key=settings.private_key_pem,
+        certificate_chain=settings.certificate_pem,
+    )
+    options = [*channel_options(settings.consortium), ("grpc.ssl_target_name_override", peer)]
+    return grpc.secure_channel(entry.address, creds, options=options)
+
+
+def peer_certificate(context: grpc.ServicerContext) -> bytes | None:
+    """The PEM certificate the caller presented in the TLS handshake, if any."""
+    auth = context.auth_context() or {}
+    certs = auth.get("x509_pem_cert") or []
+    return bytes(certs[0]) if certs else None
+
+
+def authenticate(context: grpc.ServicerContext, consortium: Consortium) -> str:
+    """The roster name of the caller; aborts the RPC if the caller is not a roster party."""
+    pem = peer_certificate(context)
+    if pem is None:
+        context.abort(grpc.StatusCode.UNAUTHENTICATED, "a client certificate is required")
+        raise AssertionError("unreachable")  # pragma: no cover - abort raises
+    name = consortium.identify(pem)
+    if name is None:
+        log.warning("refused a caller from %s: certificate not on the roster", context.peer())
+        context.abort(
+            grpc.StatusCode.PERMISSION_DENIED,
+            f"certificate is not the roster certificate of any party of consortium "
+            f"{consortium.name!r}",
+        )
+    return name  # type: ignore[return-value]
+
+
+# Framing ---------------------------------------------------------------------------------
+
+
+class FramingError(ValueError):
+    """Frames on an Exchange stream that do not form whole envelopes of one job."""
+
+
+def split_envelope(data: bytes, *, job_id: str, seq: int, max_chunk: int) -> list[env_pb.Frame]:
+    """Cut one serialized envelope into frames carrying at most ``max_chunk`` bytes each.
+
+    >>> [len(f.data) for f in split_envelope(b"x" * 10, job_id="j", seq=1, max_chunk=4)]
+    [4, 4, 2]
+    """
+    if max_chunk < 1:
+        raise ValueError("max_chunk must be positive")
+    view = memoryview(data)
+    count = max(1, -(-len(data) // max_chunk))
+    return [
+        env_pb.Frame(
+            job_id=job_id,
+            seq=seq,
+            chunk_index=i,
+            chunk_count=count,
+            data=bytes(view[i * max_chunk : (i + 1) * max_chunk]),
+        )
+        for i in range(count)
+    ]
+
+
+class Reassembler:
+    """Turns the frames of one Exchange stream back into serialized envelopes.
+
+    Checks that every frame belongs to the stream's job (the first frame's), that
+    envelopes are numbered 1, 2, ... and their chunks ``0 .. chunk_count - 1`` in order,
+    that no chunk is empty (unless the envelope is), and that no envelope exceeds
+    ``max_envelope_bytes``. Any violation raises :class:`FramingError`.
+    """
+
+    def __init__(self, max_envelope_bytes: int) -> None:
+        self.max_envelope_bytes = int(max_envelope_bytes)
+        self.job_id: str | None = None
+        self.frames = 0
+        self.envelopes = 0
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._count = 0
+
+    @property
+    def partial(self) -> bool:
+        """Whether an envelope has started but not all of its chunks have arrived."""
+        return bool(self._count)
+
+    def feed(self, frame: env_pb.Frame) -> bytes | None:
+        """Take one frame; return a whole envelope when this frame completes one."""
+        if self.job_id is None:
+            if not frame.job_id:
+                raise FramingError("frame without a job id")
+            self.job_id = frame.job_id
+        elif frame.job_id != self.job_id:
+            raise FramingError(
+                f"frame for job {frame.job_id!r} on the stream of job {self.job_id!r}"
+            )
+        expected_seq = self.envelopes + 1
+        if frame.seq != expected_seq:
+            raise FramingError(f"frame of envelope {frame.seq}, expected {expected_seq}")
+        if self._count == 0:
+            if frame.chunk_count < 1:
+                raise FramingError("frame with chunk_count 0")
+            if frame.chunk_index != 0:
+                raise FramingError(f"envelope starts with chunk {frame.chunk_index}, not 0")
+            self._count = frame.chunk_count
+        else:
+            if frame.chunk_count != self._count:
+                raise FramingError(
+                    f"chunk_count changed from {self._count} to {frame.chunk_count} "
+                    "inside an envelope"
+                )
+            if frame.chunk_index != len(self._parts):
+                raise FramingError(
+                    f"chunk {frame.chunk_index} arrived, expected {len(self._parts)}"
+                )
+        if not frame.data and self._count > 1:
+            raise FramingError("empty chunk in a multi-chunk envelope")
+        self._size += len(frame.data)
+        if self._size > self.max_envelope_bytes:
+            raise FramingError(f"envelope larger than the {self.max_envelope_bytes}-byte limit")
+        self.frames += 1
+        self._parts.append(frame.data)
+        if len(self._parts) < self._count:
+            return None
+        data = self._parts[0] if len(self._parts) == 1 else b"".join(self._parts)
+        self._parts, self._size, self._count = [], 0, 0
+        self.envelopes += 1
+        return data
+
+    def finish(self) -> None:
+        """The stream ended: raise :class:`FramingError` if an envelope is incomplete."""
+        if self._count:
+            raise FramingError(
+                f"stream ended after chunk {len(self._parts) - 1} of a {self._count}-chunk envelope"
+            )
+
+
+# Incoming streams -----------------------------------------------------------------------
+
+JobLookup = Callable[[str, float], Endpoint | None]
+
+
+def handle_exchange(
+    request_iterator: Iterator[env_pb.Frame],
+    context: grpc.ServicerContext,
+    *,
+    consortium: Consortium,
+    lookup: JobLookup,
+    pending_wait_s: float = PENDING_JOB_WAIT_S,
+) -> env_pb.ExchangeSummary:
+    """Serve one incoming Exchange stream: authenticate, reassemble, deliver.
+
+    ``lookup(job_id, wait_s)`` returns the job's endpoint at this node, waiting up to
+    ``wait_s`` seconds for a job whose ``StartJob`` has not arrived yet, or ``None``.
+    """
+    peer = authenticate(context, consortium)
+    reasm = Reassembler(consortium.max_envelope_bytes)
+    endpoint: Endpoint | None = None
+    while True:
+        try:
+            frame = next(request_iterator)
+        except StopIteration:
+            break
+        except Exception as exc:  # the caller went away: the RPC was cancelled
+            if endpoint is not None:
+                log.warning("stream from %s for job %s broke: %s", peer, reasm.job_id, exc)
+                endpoint.fail_party(peer, "connection to the party's node was lost mid-job")
+            return env_pb.ExchangeSummary(frames=reasm.frames, envelopes=reasm.envelopes)
+        try:
+            data = reasm.feed(frame)
+        except FramingError as exc:
+            _refuse_frames(context, endpoint or lookup(frame.job_id, 0.0), peer, exc)
+        if data is None:
+            continue
+        if endpoint is None:
+            endpoint = lookup(reasm.job_id or "", pending_wait_s)
+            if endpoint is None:
+                context.abort(
+                    grpc.StatusCode.NOT_FOUND,
+                    f"job {reasm.job_id!r} is not running at this node",
+                )
+            if peer not in endpoint.parties:  # type: ignore[union-attr]
+                context.abort(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    f"party {peer!r} is not a member of job {reasm.job_id!r}",
+                )
+        endpoint.deliver(data, sender=peer)  # type: ignore[union-attr]
+    try:
+        reasm.finish()
+    except FramingError as exc:
+        _refuse_frames(context, endpoint, peer, exc)
+    return env_pb.ExchangeSummary(frames=reasm.frames, envelopes=reasm.envelopes)
+
+
+def _refuse_frames(
+    context: grpc.ServicerContext, endpoint: Endpoint | None, peer: str, exc: FramingError
+) -> None:
+    reason = f"malformed frames: {exc}"
+    log.warning("party %s sent %s", peer, reason)
+    if endpoint is not None and peer in endpoint.parties:
+        # The job's next receive from this peer raises ProtocolError naming it.
+        endpoint._poison(peer, reason)
+    context.abort(grpc.StatusCode.INVALID_ARGUMENT, reason)
+
+
+# Outgoing streams -----------------------------------------------------------------------
+
+
+def _rpc_reason(exc: BaseException) -> str:
+    if isinstance(exc, grpc.RpcError) and hasattr(exc, "code"):
+        code = exc.code()
+        details = exc.details() if hasattr(exc, "details") else ""
+        name = code.name if code is not None else "UNKNOWN"
+        return f"{name}: {details}" if details else name
+    return f"{type(exc).__name__}: {exc}"
+
+
+class PeerStream:
+    """One client-streaming Exchange call carrying a job's envelopes to one peer.
+
+    :meth:`send` splits an envelope into frames and queues them (blocking while
+    :data:`QUEUE_FRAMES` frames are in flight, at most ``timeout`` seconds); gRPC's own
+    thread writes them to the stream. When the call fails, ``on_failure(peer, reason)``
+    is called once and later sends raise :class:`PartyFailure`.
+    """
+
+    def __init__(
+        self,
+        channel: grpc.Channel,
+        peer: str,
+        job_id: str,
+        *,
+        max_chunk: int,
+        timeout: float,
+        on_failure: Callable[[str, str], None],
+    ) -> None:
+        self.peer = peer
+        self.job_id = job_id
+        self.max_chunk = max_chunk
+        self.timeout = timeout
+        self._on_failure = on_failure
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=QUEUE_FRAMES)
+        self._seq = 0
+        self._closing = False
+        self.error: str | None = None
+        self._future = party_pb2_grpc.PartyStub(channel).Exchange.future(self._frames())
+        self._future.add_done_callback(self._done)
+
+    def _frames(self) -> Iterator[env_pb.Frame]:
+        while True:
+            item = self._queue.get()
+            if item is _CLOSE:
+                return
+            yield item
+
+    def _done(self, future: grpc.Future) -> None:
+        exc = future.exception() if not future.cancelled() else None
+        if exc is None and not future.cancelled():
+            return
+        reason = "stream cancelled" if exc is None else _rpc_reason(exc)
+        self.error = reason
+        self._drain_and_close()
+        if not self._closing or exc is not None:
+            self._on_failure(self.peer, reason)
+
+    def _drain_and_close(self) -> None:
+        while True:
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                break
+        with contextlib.suppress(queue.Full):  # just drained: cannot be full
+            self._queue.put_nowait(_CLOSE)
+
+    def _put(self, item: Any) -> None:
+        waited = 0.0
+        while True:
+            if self.error is not None:
+                raise PartyFailure(self.peer, "transport", f"stream failed: {self.error}")
+            try:
+                self._queue.put(item, timeout=0.25)
+                return
+            except queue.Full:
+                waited += 0.25
+                if waited >= self.timeout:
+                    raise PartyFailure(
+                        self.peer,
+                        "transport",
+                        f"node did not accept data within the {self.timeout:g} s timeout",
+                    ) from None
+
+    def send(self, data: bytes) -> None:
+        """Queue one serialized envelope for the peer."""
+        self._seq += 1
+        for frame in split_envelope(
+            data, job_id=self.job_id, seq=self._seq, max_chunk=self.max_chunk
+        ):
+            self._put(frame)
+
+    def close(self, timeout: float) -> str | None:
+        """Half-close the stream and wait up to ``timeout`` s; returns an error, if any."""
+        self._closing = True
+        if self.error is None:
+            try:
+                self._queue.put(_CLOSE, timeout=timeout)
+            except queue.Full:
+                self._future.cancel()
+                return "stream did not drain before the close timeout"
+        try:
+            self._future.result(timeout=timeout)
+        except grpc.FutureTimeoutError:
+            self._future.cancel()
+            return "stream did not finish before the close timeout"
+        except Exception as exc:  # reported to the caller
+            return _rpc_reason(exc)
+        return self.error
+
+
+class JobLinks:
+    """A job's outgoing streams at one node: the ``transmit`` function of its endpoint.
+
+    Streams are opened on first use and share the node's per-peer channels.
+    """
+
+    def __init__(
+        self,
+        job_id: str,
+        channel_for: Callable[[str], grpc.Channel],
+        *,
+        max_chunk: int,
+        timeout: float,
+    ) -> None:
+        self.job_id = job_id
+        self._channel_for = channel_for
+        self._max_chunk = max_chunk
+        self._timeout = timeout
+        self._streams: dict[str, PeerStream] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        self.endpoint: Endpoint | None = None
+
+    def _failed(self, peer: str, reason: str) -> None:
+        if self.endpoint is not None and not self._closed:
+            log.warning("job %s: stream to %s failed: %s", self.job_id, peer, reason)
+            self.endpoint.fail_party(peer, f"connection to the party's node failed ({reason})")
+
+    def transmit(self, recipient: str, data: bytes) -> None:
+        with self._lock:
+            if self._closed:
+                raise PartyFailure(recipient, "transport", "the job's streams are closed")
+            stream = self._streams.get(recipient)
+            if stream is None:
+                stream = PeerStream(
+                    self._channel_for(recipient),
+                    recipient,
+                    self.job_id,
+                    max_chunk=self._max_chunk,
+                    timeout=self._timeout,
+                    on_failure=self._failed,
+                )
+                self._streams[recipient] = stream
+        stream.send(data)
+
+    def close(self, timeout: float) -> dict[str, str]:
+        """Close every stream (waiting up to ``timeout`` s each); errors by peer."""
+        with self._lock:
+            self._closed = True
+            streams = list(self._streams.values())
+        errors = {}
+        for s in streams:
+            err = s.close(timeout)
+            if err is not None:
+                errors[s.peer] = err
+        return errors

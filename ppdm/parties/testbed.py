@@ -1,0 +1,387 @@
+"""Test beds: a whole consortium on 127.0.0.1, for tests and benchmarks.
+
+:class:`GrpcTestbed` is the real thing: ``ppdm consortium init`` into a folder, one
+``python -m ppdm party serve`` process per party, jobs started as one party's client
+exactly as ``ppdm job run`` does::
+
+    with GrpcTestbed(["alice", "bob", "carol"], tmp_path) as bed:
+        doc = bed.run_job("secure-sum")
+        assert doc["state"] == "succeeded"
+
+:class:`LoopbackConsortium` runs every party's node inside the current process (still
+gRPC over 127.0.0.1 with mutual TLS) and can run *any* function per party on the gRPC
+transport with the same semantics as :func:`ppdm.parties.local.simulate`; the network
+contract tests use it to run one suite against both transports.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+
+import ppdm
+from ppdm.errors import PPDMError
+from ppdm.parties.consortium import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    PartySettings,
+    init_consortium,
+    load_settings,
+    write_toml,
+)
+from ppdm.parties.local import Simulation, simulate
+from ppdm.parties.network import DEFAULT_TIMEOUT, Endpoint, Network
+from ppdm.parties.node import PartyNode, health, run_job
+from ppdm.proto.ppdm.v1 import party_pb2 as pb
+from ppdm.proto.ppdm.v1 import party_pb2_grpc
+
+__all__ = ["GrpcTestbed", "LoopbackConsortium", "free_ports"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_REPO_ROOT = Path(ppdm.__file__).resolve().parent.parent
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct TCP ports that are free on ``host`` right now."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((host, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+class GrpcTestbed:
+    """A consortium of ``parties`` on 127.0.0.1, one ``ppdm party serve`` process each.
+
+    Parameters
+    ----------
+    parties
+        Party names, in roster order.
+    workdir
+        Folder for the consortium files and the nodes' logs (``logs/<party>.log``).
+    base_port
+        First port (party ``i`` gets ``base_port + i``); default: free ports.
+    timeout
+        Default job timeout (each receive) in seconds.
+    max_message_bytes
+        The consortium's maximum gRPC message size (envelopes above it are chunked).
+    inputs
+        Optional private ``secure_sum`` input per party (default: random samples).
+    start_timeout
+        How long to wait for every node to answer ``Health``.
+    """
+
+    def __init__(
+        self,
+        parties: Sequence[str],
+        workdir: str | Path,
+        *,
+        base_port: int | None = None,
+        timeout: float = 60.0,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        inputs: Mapping[str, Any] | None = None,
+        start_timeout: float = 60.0,
+        log_level: str = "INFO",
+    ) -> None:
+        self.parties = tuple(parties)
+        self.workdir = Path(workdir)
+        self.timeout = float(timeout)
+        self.start_timeout = float(start_timeout)
+        self.log_level = log_level
+        ports = (
+            free_ports(len(self.parties))
+            if base_port is None
+            else [base_port + i for i in range(len(self.parties))]
+        )
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.consortium_file = init_consortium(
+            self.workdir,
+            self.parties,
+            ports=ports,
+            job_timeout_s=self.timeout,
+            max_message_bytes=max_message_bytes,
+            overwrite=True,
+        )
+        if inputs:
+            for party, value in inputs.items():
+                self._set_input(party, value)
+        self.settings: dict[str, PartySettings] = {
+            p: load_settings(self.settings_path(p)) for p in self.parties
+        }
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        (self.workdir / "logs").mkdir(exist_ok=True)
+
+    def _set_input(self, party: str, value: Any) -> None:
+        path = self.settings_path(party)
+        with path.open("rb") as f:
+            doc = tomllib.load(f)
+        doc.setdefault("inputs", {})["secure_sum"] = value
+        path.write_text(write_toml(doc, header=f"Private settings of party {party!r} (testbed)."))
+
+    def settings_path(self, party: str) -> Path:
+        return self.workdir / f"{party}.toml"
+
+    def log_path(self, party: str) -> Path:
+        return self.workdir / "logs" / f"{party}.log"
+
+    def private_inputs(self) -> dict[str, Any]:
+        """Each party's ``[inputs]`` table (to compute expected results in tests)."""
+        return {p: dict(s.raw.get("inputs", {})) for p, s in self.settings.items()}
+
+    # Processes -------------------------------------------------------------------------
+
+    def start(self) -> GrpcTestbed:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(_REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])]
+        )
+        for p in self.parties:
+            self._spawn(p, env)
+        self.wait_healthy()
+        return self
+
+    def _spawn(self, party: str, env: Mapping[str, str]) -> None:
+        with self.log_path(party).open("ab") as logf:
+            self._procs[party] = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "ppdm",
+                    "party",
+                    "serve",
+                    str(self.settings_path(party)),
+                    "--log-level",
+                    self.log_level,
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=logf,
+                stderr=logf,
+                env=dict(env),
+                cwd=str(self.workdir),
+            )
+
+    def wait_healthy(self) -> None:
+        """Wait until every running node answers ``Health`` (or raise with its log)."""
+        deadline = time.monotonic() + self.start_timeout
+        client = self.settings[self.parties[0]]
+        waiting = set(self._procs)
+        channels = {}
+        try:
+            from ppdm.parties.grpc_net import open_channel
+
+            while waiting:
+                for p in sorted(waiting):
+                    proc = self._procs[p]
+                    if proc.poll() is not None:
+                        raise PPDMError(
+                            f"node {p!r} exited with code {proc.returncode}:\n{self.log(p)}"
+                        )
+                    ch = channels.get(p) or channels.setdefault(p, open_channel(client, p))
+                    try:
+                        party_pb2_grpc.PartyStub(ch).Health(pb.HealthRequest(), timeout=1.0)
+                        waiting.discard(p)
+                    except grpc.RpcError:
+                        pass
+                if waiting:
+                    if time.monotonic() > deadline:
+                        raise PPDMError(
+                            f"nodes {sorted(waiting)} not healthy after {self.start_timeout:g} s"
+                        )
+                    time.sleep(0.1)
+        finally:
+            for ch in channels.values():
+                ch.close()
+
+    def log(self, party: str) -> str:
+        try:
+            return self.log_path(party).read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def kill(self, party: str) -> None:
+        """Kill ``party``'s node at once (SIGKILL), as a crash would."""
+        proc = self._procs[party]
+        proc.kill()
+        proc.wait(10)
+
+    def terminate(self, party: str, *, grace: float = 10.0) -> int:
+        """Stop ``party``'s node with SIGTERM (SIGKILL after ``grace`` s); exit code."""
+        proc = self._procs[party]
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        return proc.returncode
+
+    def stop(self) -> None:
+        for p in list(self._procs):
+            if self._procs[p].poll() is None:
+                self._procs[p].send_signal(signal.SIGTERM)
+        for p in list(self._procs):
+            try:
+                self._procs[p].wait(10)
+            except subprocess.TimeoutExpired:
+                self._procs[p].kill()
+                self._procs[p].wait(10)
+
+    def __enter__(self) -> GrpcTestbed:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # Jobs ------------------------------------------------------------------------------
+
+    def run_job(
+        self,
+        name: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        initiator: str | None = None,
+        timeout: float | None = None,
+        deadline: float | None = None,
+        parties: Sequence[str] | None = None,
+    ) -> dict[str, Any]:
+        """Run job ``name`` as ``initiator`` (default: the first party), like
+        ``ppdm job run``; returns the job document (``docs/jobs.md``).
+
+        ``deadline`` bounds the whole wait (default ``10 * timeout + 60`` s).
+        """
+        who = initiator or self.parties[0]
+        t = self.timeout if timeout is None else float(timeout)
+        return run_job(
+            self.settings[who],
+            name,
+            params,
+            timeout=t,
+            parties=parties,
+            deadline=deadline if deadline is not None else 10 * t + 60,
+        )
+
+    def health(self, *, as_party: str | None = None) -> dict[str, dict[str, Any]]:
+        return health(self.settings[as_party or self.parties[0]])
+
+
+class LoopbackConsortium:
+    """Every party's :class:`~ppdm.parties.node.PartyNode` in this process, over gRPC
+    with mutual TLS on 127.0.0.1 (see the module docstring).
+
+    :meth:`simulate` has the signature and semantics of
+    :func:`ppdm.parties.local.simulate`, with the gRPC transport underneath.
+    """
+
+    def __init__(
+        self,
+        parties: Sequence[str],
+        workdir: str | Path,
+        *,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        probe_peers: bool = True,
+        pending_wait_s: float = 30.0,
+    ) -> None:
+        self.parties = tuple(parties)
+        self.workdir = Path(workdir)
+        init_consortium(
+            self.workdir,
+            self.parties,
+            ports=free_ports(len(self.parties)),
+            max_message_bytes=max_message_bytes,
+            overwrite=True,
+        )
+        self.settings = {p: load_settings(self.workdir / f"{p}.toml") for p in self.parties}
+        self.nodes = {
+            p: PartyNode(self.settings[p], probe_peers=probe_peers, pending_wait_s=pending_wait_s)
+            for p in parties
+        }
+
+    def start(self) -> LoopbackConsortium:
+        for node in self.nodes.values():
+            node.start()
+        return self
+
+    def stop(self) -> None:
+        for node in self.nodes.values():
+            node.stop(grace=1.0)
+
+    def __enter__(self) -> LoopbackConsortium:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def open(self, *, timeout: float = DEFAULT_TIMEOUT, job_id: str | None = None) -> _LoopbackJob:
+        """Endpoints of one new job at every node (close it with :meth:`_LoopbackJob.close`)."""
+        return _LoopbackJob(self, job_id or uuid.uuid4().hex, timeout)
+
+    def simulate(
+        self,
+        fn: Callable[[Network, T], R],
+        inputs: Mapping[str, T],
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> Simulation[R]:
+        """Run ``fn(endpoint, inputs[party])`` at every party of ``inputs`` over gRPC."""
+        job = _LoopbackJob(self, uuid.uuid4().hex, timeout, parties=list(inputs))
+        try:
+            return simulate(fn, inputs, timeout=timeout, network=job)  # type: ignore[arg-type]
+        finally:
+            job.close()
+
+
+class _LoopbackJob:
+    """One job's gRPC endpoints at every node of a :class:`LoopbackConsortium`; quacks
+    like :class:`~ppdm.parties.local.LocalNetwork` for :func:`simulate`."""
+
+    def __init__(
+        self,
+        bed: LoopbackConsortium,
+        job_id: str,
+        timeout: float,
+        parties: Sequence[str] | None = None,
+    ) -> None:
+        self.bed = bed
+        self.job_id = job_id
+        self.parties = tuple(parties or bed.parties)
+        self._endpoints: dict[str, Endpoint] = {}
+        for p in self.parties:
+            ep, _links = bed.nodes[p].open_endpoint(job_id, self.parties, timeout=timeout)
+            self._endpoints[p] = ep
+
+    def endpoint(self, party: str) -> Endpoint:
+        return self._endpoints[party]
+
+    def __getitem__(self, party: str) -> Endpoint:
+        return self._endpoints[party]
+
+    def close(self, *, timeout: float = 10.0) -> None:
+        for p in self.parties:
+            self.bed.nodes[p].close_endpoint(self.job_id, timeout=timeout)
+        for p in self.parties:
+            self.bed.nodes[p].forget_endpoint(self.job_id)

@@ -1,0 +1,238 @@
+"""Commutative encryption on secp256k1 (Pohlig–Hellman style) and item encodings.
+
+``E_k(P) = k·P`` for a secret scalar ``k``: encryptions under different keys commute
+(``E_a(E_b(P)) = E_b(E_a(P))``), equal plaintexts give equal ciphertexts under the same
+keys, and ``E_k`` is inverted by ``k^-1 mod ORDER``. Under the decisional Diffie–Hellman
+assumption in secp256k1, a party that does not know ``k`` cannot link ``P`` to ``k·P``;
+this is the commutative encryption of Kantarcioglu & Clifton (2004) and Vaidya & Clifton
+(2005), in a prime-order elliptic-curve group instead of modular exponentiation.
+
+Items become points in one of two ways:
+
+- :func:`encode_items` embeds the bytes of each item invertibly (for secure set union,
+  where the union must be decrypted back to the items). An item takes ``chunks`` points of
+  :data:`CHUNK_BYTES` bytes each; every item of a job uses the same number of points, so
+  ciphertext sizes do not reveal item lengths. Fake items (:func:`fake_items`) carry a
+  distinct tag and are dropped after decryption.
+- :func:`hash_items` hashes each item to a point (for intersection cardinality, where
+  nothing is decrypted), domain-separated per job.
+
+Batches are numpy ``uint8`` arrays of shape ``(m, chunks, 33)`` (compressed points); the
+scalar multiplications run in libsecp256k1, optionally spread over worker processes
+(:func:`set_workers`), which receive raw bytes only.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import Executor, ProcessPoolExecutor
+from multiprocessing import get_context
+
+import numpy as np
+from coincurve import PublicKey
+
+from ppdm.errors import ProtocolError
+from ppdm.protocols import ecgroup
+from ppdm.randomness import SecureRandom
+
+__all__ = [
+    "CHUNK_BYTES",
+    "CommutativeKey",
+    "chunks_for",
+    "decode_items",
+    "encode_items",
+    "fake_items",
+    "hash_items",
+    "set_workers",
+    "shuffle_rows",
+    "validate_points",
+]
+
+PB = ecgroup.POINT_BYTES
+#: Item bytes carried by one point (the embedding's 30 bytes less a real/fake tag byte).
+CHUNK_BYTES = ecgroup.EMBED_CAPACITY - 1
+_REAL, _FAKE = b"\x01", b"\x00"
+
+# Below this many points a batch is multiplied in the calling process.
+_PARALLEL_THRESHOLD = 4096
+_pool: Executor | None = None
+_pool_workers = 0
+_pool_lock = threading.Lock()
+
+
+def set_workers(workers: int | None) -> None:
+    """Use ``workers`` processes for large batches (``None``: one per CPU; ``1``: none)."""
+    global _pool, _pool_workers
+    n = os.cpu_count() or 1 if workers is None else max(int(workers), 1)
+    with _pool_lock:
+        if _pool is not None and n != _pool_workers:
+            _pool.shutdown(wait=False, cancel_futures=True)
+            _pool = None
+        _pool_workers = n
+
+
+def _executor() -> Executor | None:
+    global _pool
+    with _pool_lock:
+        if _pool_workers <= 1:
+            return None
+        if _pool is None:
+            _pool = ProcessPoolExecutor(_pool_workers, mp_context=get_context("spawn"))
+        return _pool
+
+
+def _mult_buffer(buf: bytes, scalar: bytes) -> bytes:
+    """Multiply every 33-byte point in ``buf`` by the 32-byte ``scalar`` (raises
+    ValueError at the first invalid point)."""
+    out = bytearray(len(buf))
+    for off in range(0, len(buf), PB):
+        out[off : off + PB] = PublicKey(buf[off : off + PB]).multiply(scalar).format()
+    return bytes(out)
+
+
+def _mult_array(points: np.ndarray, k: int) -> np.ndarray:
+    scalar = (k % ecgroup.ORDER).to_bytes(32, "big")
+    flat = np.ascontiguousarray(points, dtype=np.uint8).reshape(-1, PB)
+    total = flat.shape[0]
+    pool = _executor() if total >= _PARALLEL_THRESHOLD else None
+    if pool is None:
+        out = _mult_buffer(flat.tobytes(), scalar)
+    else:
+        parts = np.array_split(np.arange(total), _pool_workers * 4)
+        bufs = [flat[p[0] : p[-1] + 1].tobytes() for p in parts if len(p)]
+        out = b"".join(pool.map(_mult_buffer, bufs, [scalar] * len(bufs)))
+    return np.frombuffer(out, dtype=np.uint8).reshape(points.shape).copy()
+
+
+class CommutativeKey:
+    """A secret scalar ``k``; :meth:`encrypt` maps ``P -> k·P``, :meth:`decrypt` inverts.
+
+    Build one with :meth:`generate` (``secrets``-based).
+    """
+
+    __slots__ = ("_inverse", "_k")
+
+    def __init__(self, k: int) -> None:
+        if not 0 < k < ecgroup.ORDER:
+            raise ValueError("key must be in [1, ORDER)")
+        self._k = k
+        self._inverse = ecgroup.invert_scalar(k)
+
+    @classmethod
+    def generate(cls) -> CommutativeKey:
+        return cls(ecgroup.random_scalar())
+
+    def encrypt(self, points: np.ndarray) -> np.ndarray:
+        """``k·P`` for every point of a ``(..., 33)`` uint8 array (already validated)."""
+        return _mult_array(points, self._k)
+
+    def decrypt(self, points: np.ndarray) -> np.ndarray:
+        """``k^-1·P`` for every point."""
+        return _mult_array(points, self._inverse)
+
+    def combined(self, other: CommutativeKey) -> CommutativeKey:
+        """The key of encrypting under ``self`` then ``other`` (one multiplication)."""
+        return CommutativeKey(self._k * other._k % ecgroup.ORDER)
+
+
+def chunks_for(max_item_bytes: int) -> int:
+    """Points per item for items of at most ``max_item_bytes`` bytes."""
+    if max_item_bytes < 0:
+        raise ValueError("max_item_bytes must be >= 0")
+    return max(1, -(-max_item_bytes // CHUNK_BYTES))
+
+
+def encode_items(items: list[bytes], chunks: int) -> np.ndarray:
+    """Embed each item in ``chunks`` points: array of shape ``(len(items), chunks, 33)``."""
+    out = np.empty((len(items), chunks, PB), dtype=np.uint8)
+    cap = chunks * CHUNK_BYTES
+    for i, item in enumerate(items):
+        if len(item) > cap:
+            raise ValueError(f"item of {len(item)} bytes exceeds the {cap}-byte limit")
+        for c in range(chunks):
+            part = item[c * CHUNK_BYTES : (c + 1) * CHUNK_BYTES]
+            out[i, c] = np.frombuffer(ecgroup.embed_bytes(_REAL + part), dtype=np.uint8)
+    return out
+
+
+def fake_items(count: int, chunks: int) -> np.ndarray:
+    """``count`` fake items: random 16-byte bodies under the fake tag, distinct w.h.p."""
+    out = np.empty((count, chunks, PB), dtype=np.uint8)
+    rnd = os.urandom(16 * count)
+    empty_fake = np.frombuffer(ecgroup.embed_bytes(_FAKE), dtype=np.uint8)
+    for i in range(count):
+        out[i, 0] = np.frombuffer(
+            ecgroup.embed_bytes(_FAKE + rnd[16 * i : 16 * i + 16]), dtype=np.uint8
+        )
+        out[i, 1:] = empty_fake
+    return out
+
+
+def decode_items(points: np.ndarray) -> tuple[list[bytes], int]:
+    """Decode decrypted items; returns the real items and the number of fakes dropped.
+
+    Raises ValueError for a point that carries no embedded item (a protocol fault)."""
+    items: list[bytes] = []
+    fakes = 0
+    for row in points:
+        parts = [ecgroup.extract_bytes(bytes(p)) for p in row]
+        if any(not part for part in parts):
+            raise ValueError("decrypted point carries no item tag")
+        if parts[0][:1] == _FAKE:
+            fakes += 1
+            continue
+        if any(part[:1] != _REAL for part in parts):
+            raise ValueError("decrypted item mixes real and fake tags")
+        items.append(b"".join(part[1:] for part in parts))
+    return items, fakes
+
+
+def hash_items(items: list[bytes], *, domain: bytes) -> np.ndarray:
+    """Hash each item to a point: array of shape ``(len(items), 1, 33)``."""
+    out = np.empty((len(items), 1, PB), dtype=np.uint8)
+    for i, item in enumerate(items):
+        out[i, 0] = np.frombuffer(ecgroup.hash_to_point(item, domain=domain), dtype=np.uint8)
+    return out
+
+
+def validate_points(
+    value: object, party: str, step: str, *, chunks: int, count: int | None = None
+) -> np.ndarray:
+    """Check a received batch: a uint8 array of shape ``(m, chunks, 33)`` of valid
+    compressed points (``m == count`` if given). Raises :class:`ProtocolError`."""
+    if not isinstance(value, np.ndarray) or value.dtype != np.uint8:
+        raise ProtocolError(party, step, "expected a uint8 array of curve points")
+    if value.ndim != 3 or value.shape[1:] != (chunks, PB):
+        raise ProtocolError(
+            party, step, f"expected shape (m, {chunks}, {PB}), got {value.shape}"
+        )
+    if count is not None and value.shape[0] != count:
+        raise ProtocolError(party, step, f"expected {count} items, got {value.shape[0]}")
+    flat = value.reshape(-1, PB)
+    if flat.size and not np.all((flat[:, 0] == 2) | (flat[:, 0] == 3)):
+        raise ProtocolError(party, step, "batch holds a value that is not a compressed point")
+    buf = flat.tobytes()
+    for off in range(0, len(buf), PB):
+        try:
+            PublicKey(buf[off : off + PB])
+        except ValueError as exc:
+            raise ProtocolError(
+                party, step, f"item {off // PB // chunks} is not a point on secp256k1"
+            ) from exc
+    return value
+
+
+def shuffle_rows(points: np.ndarray) -> np.ndarray:
+    """The rows (items) of ``points`` in a uniformly random order (OS CSPRNG)."""
+    return points[SecureRandom().permutation(points.shape[0])]
+
+
+def unique_rows(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct items (rows) of ``points`` and how often each occurred."""
+    if points.shape[0] == 0:
+        return points, np.zeros(0, dtype=np.int64)
+    flat = np.ascontiguousarray(points).reshape(points.shape[0], -1)
+    keys = flat.view(np.dtype((np.void, flat.shape[1]))).ravel()
+    _, first, counts = np.unique(keys, return_index=True, return_counts=True)
+    return points[first], counts

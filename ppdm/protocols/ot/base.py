@@ -1,0 +1,252 @@
+"""Base oblivious transfer: the Chou–Orlandi "simplest OT", batched, over secp256k1.
+
+Chou and Orlandi, "The simplest protocol for oblivious transfer", LATINCRYPT 2015; the
+1-out-of-2 OT of seed 000 section 20.5 (the sender offers ``(x0, x1)``, the receiver with
+choice bit ``c`` learns ``x_c`` only, the sender learns nothing about ``c``).
+
+Protocol for a batch of ``m`` OTs (group ``G`` = secp256k1, generator ``g``,
+:mod:`ppdm.protocols.ecgroup`):
+
+1. The sender draws one scalar ``a`` and sends ``A = a g``.
+2. The receiver draws ``b_i`` and sends ``B_i = b_i g`` if ``c_i = 0`` and
+   ``B_i = A + b_i g`` if ``c_i = 1``, all ``m`` points in one message.
+3. The sender derives ``k_i^0 = H(i, A, B_i, a B_i)`` and
+   ``k_i^1 = H(i, A, B_i, a (B_i - A))``; the receiver ``k_i^c = H(i, A, B_i, b_i A)``.
+   ``H`` is SHAKE-256; hashing the transcript ``(A, B_i)`` and the index ``i`` keeps the
+   keys of different OTs independent (Hauck and Loss, "Efficient and universally
+   composable protocols for oblivious transfer from the CDH assumption", 2017).
+4. Random OT stops here: the keys are the outputs (two messages, one round trip). For
+   chosen messages the sender also sends ``x_i^0 XOR k_i^0`` and ``x_i^1 XOR k_i^1``.
+
+Security (semi-honest, two parties)
+-----------------------------------
+- The receiver's message ``B_i`` is a uniformly random point whatever ``c_i``, so the
+  sender learns nothing about the choices (information-theoretically).
+- The receiver cannot compute ``a (B_i - A)`` resp. ``a B_i`` for the other key without
+  solving CDH, so the unchosen message stays hidden (random-oracle model for ``H``).
+- Every point from the peer is validated (on the curve; ``B_i = A`` would make the
+  sender's second key the point at infinity and is rejected): a bad peer gets a
+  :class:`~ppdm.errors.ProtocolError` naming it and the step, never a crash.
+- There is no collusion question: two parties.
+
+Cost for ``m`` OTs: sender 1 + 2m group operations (``m`` scalar multiplications and
+``m`` additions), receiver ``2m`` scalar multiplications (one with the fixed generator)
+and up to ``m`` additions; bytes: ``33`` (``A``) + ``33 m`` (the ``B_i``) + ``2 m L``
+ciphertext bytes for ``L``-byte chosen messages. Random OT: 2 messages; chosen-message
+OT: 3 messages (1.5 round trips). About 6,000 OTs/s with both parties in one process
+and about twice that with the parties in separate processes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+import numpy as np
+from coincurve import PublicKey
+
+from ppdm.errors import ProtocolError
+from ppdm.parties.codec import ByteStrings
+from ppdm.parties.network import Network
+from ppdm.protocols import ecgroup
+
+__all__ = [
+    "ChouOrlandiReceiver",
+    "ChouOrlandiSender",
+    "base_ot_receive",
+    "base_ot_receive_random",
+    "base_ot_send",
+    "base_ot_send_random",
+]
+
+STEP_A = "ot/base/A"
+STEP_B = "ot/base/B"
+STEP_CIPHERTEXTS = "ot/base/ciphertexts"
+
+_KDF_LABEL = b"ppdm/ot/chou-orlandi/v1"
+
+
+def _kdf(i: int, a: bytes, b: bytes, p: bytes, length: int) -> bytes:
+    return hashlib.shake_256(_KDF_LABEL + i.to_bytes(8, "big") + a + b + p).digest(length)
+
+
+def _scalar_bytes(k: int) -> bytes:
+    return k.to_bytes(32, "big")
+
+
+def check_choices(choices: np.ndarray | list[int]) -> np.ndarray:
+    """Choice bits as a 1-D uint8 array of 0/1 (``ValueError`` otherwise)."""
+    c = np.asarray(choices)
+    if c.ndim != 1:
+        raise ValueError("choice bits must be a 1-D array")
+    if c.size and not np.issubdtype(c.dtype, np.integer) and c.dtype != np.bool_:
+        raise ValueError("choice bits must be integers 0/1 or booleans")
+    c = c.astype(np.uint8)
+    if c.size and int(c.max()) > 1:
+        raise ValueError("choice bits must be 0 or 1")
+    return c
+
+
+class ChouOrlandiSender:
+    """The sender's side of one batch, free of I/O: :attr:`first_message` (the point
+    ``A``) out, the receiver's points in, the key pairs out."""
+
+    def __init__(self) -> None:
+        self._a = ecgroup.random_scalar()
+        self.first_message: bytes = ecgroup.base_mult(self._a)
+        # -aA, added to a B_i to get a(B_i - A).
+        self._minus_aa = PublicKey(ecgroup.neg(ecgroup.mult(self.first_message, self._a)))
+
+    def keys(
+        self, points: object, *, count: int, length: int, peer: str, step: str = STEP_B
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Validate the receiver's ``count`` points and derive ``(k0, k1)``, each
+        ``(count, length)`` uint8. Raises :class:`ProtocolError` on a bad batch."""
+        if not isinstance(points, list | tuple):
+            raise ProtocolError(peer, step, f"expected a batch of points, got {type(points)}")
+        if len(points) != count:
+            raise ProtocolError(peer, step, f"expected {count} points, got {len(points)}")
+        a_bytes = _scalar_bytes(self._a)
+        big_a = self.first_message
+        k0 = bytearray()
+        k1 = bytearray()
+        for i, raw in enumerate(points):
+            if not isinstance(raw, bytes) or len(raw) != ecgroup.POINT_BYTES:
+                raise ProtocolError(peer, step, f"point {i} is not a {ecgroup.POINT_BYTES}-byte string")
+            try:
+                b_point = PublicKey(raw)
+            except (ValueError, TypeError) as exc:
+                raise ProtocolError(peer, step, f"point {i} is not on secp256k1") from exc
+            b_enc = b_point.format()
+            ab = b_point.multiply(a_bytes)
+            try:
+                ab_minus = PublicKey.combine_keys([ab, self._minus_aa])
+            except ValueError as exc:
+                raise ProtocolError(peer, step, f"point {i} equals the sender's A") from exc
+            k0 += _kdf(i, big_a, b_enc, ab.format(), length)
+            k1 += _kdf(i, big_a, b_enc, ab_minus.format(), length)
+        shape = (count, length)
+        return (
+            np.frombuffer(bytes(k0), dtype=np.uint8).reshape(shape).copy(),
+            np.frombuffer(bytes(k1), dtype=np.uint8).reshape(shape).copy(),
+        )
+
+
+class ChouOrlandiReceiver:
+    """The receiver's side of one batch, free of I/O: the sender's point in,
+    :attr:`message` (the ``B_i``) out, :meth:`keys` (the chosen keys) out."""
+
+    def __init__(self, choices: np.ndarray, first_message: object, *, peer: str,
+                 step: str = STEP_A) -> None:
+        self.choices = check_choices(choices)
+        big_a = ecgroup.decode_point(first_message, peer, step)
+        a_point = PublicKey(big_a)
+        self._big_a = big_a
+        self._b_encs: list[bytes] = []
+        self._shared: list[bytes] = []
+        for c in self.choices.tolist():
+            b = secrets.randbelow(ecgroup.ORDER - 1) + 1
+            bb = _scalar_bytes(b)
+            bg = PublicKey.from_secret(bb)
+            big_b = PublicKey.combine_keys([bg, a_point]) if c else bg
+            self._b_encs.append(big_b.format())
+            self._shared.append(a_point.multiply(bb).format())
+
+    @property
+    def message(self) -> ByteStrings:
+        """The points ``B_i`` for the sender."""
+        return ByteStrings(self._b_encs)
+
+    def keys(self, length: int) -> np.ndarray:
+        """The chosen keys ``k_i^{c_i}``, ``(m, length)`` uint8."""
+        out = b"".join(
+            _kdf(i, self._big_a, b, p, length)
+            for i, (b, p) in enumerate(zip(self._b_encs, self._shared, strict=True))
+        )
+        return np.frombuffer(out, dtype=np.uint8).reshape(len(self._b_encs), length).copy()
+
+
+def _check_length(length: int) -> int:
+    if isinstance(length, bool) or not isinstance(length, int | np.integer) or length < 1:
+        raise ValueError("message length must be a positive number of bytes")
+    return int(length)
+
+
+def base_ot_send_random(
+    net: Network, receiver: str, count: int, *, length: int = 16
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sender of ``count`` random OTs: returns the key pairs ``(k0, k1)``.
+
+    Each is a ``(count, length)`` uint8 array; the receiver learns ``k0[i]`` or
+    ``k1[i]`` according to its ``i``-th choice bit. Two messages (one round trip).
+
+    Examples
+    --------
+    >>> from ppdm.parties.local import run_local
+    >>> def party(net, inp):
+    ...     if net.me == "alice":
+    ...         return base_ot_send_random(net, "bob", 3)
+    ...     return base_ot_receive_random(net, "alice", [0, 1, 1])
+    >>> out = run_local(party, {"alice": None, "bob": None})
+    >>> (k0, k1), kb = out["alice"], out["bob"]
+    >>> bool((kb[0] == k0[0]).all() and (kb[1] == k1[1]).all() and (kb[2] == k1[2]).all())
+    True
+    """
+    if count < 0:
+        raise ValueError("count must be non-negative")
+    length = _check_length(length)
+    sender = ChouOrlandiSender()
+    net.send(receiver, STEP_A, sender.first_message)
+    points = net.receive(receiver, STEP_B, expect=list)
+    return sender.keys(points, count=count, length=length, peer=receiver)
+
+
+def base_ot_receive_random(
+    net: Network, sender: str, choices: np.ndarray | list[int], *, length: int = 16
+) -> np.ndarray:
+    """Receiver of random OTs with the given choice bits: returns ``(m, length)`` keys."""
+    length = _check_length(length)
+    first = net.receive(sender, STEP_A, expect=bytes)
+    role = ChouOrlandiReceiver(np.asarray(choices), first, peer=sender)
+    net.send(sender, STEP_B, role.message)
+    return role.keys(length)
+
+
+def base_ot_send(net: Network, receiver: str, m0: np.ndarray, m1: np.ndarray) -> None:
+    """Sender of chosen-message OTs: ``m0`` and ``m1`` are ``(m, L)`` uint8 arrays; the
+    receiver gets row ``i`` of ``m0`` or of ``m1`` according to its choice bit ``i``.
+
+    Examples
+    --------
+    >>> from ppdm.parties.local import run_local
+    >>> x0 = np.frombuffer(b"no  hi  ", dtype=np.uint8).reshape(2, 4)
+    >>> x1 = np.frombuffer(b"yes bye ", dtype=np.uint8).reshape(2, 4)
+    >>> def party(net, inp):
+    ...     if net.me == "alice":
+    ...         return base_ot_send(net, "bob", x0, x1)
+    ...     return base_ot_receive(net, "alice", [1, 0], length=4).tobytes()
+    >>> run_local(party, {"alice": None, "bob": None})["bob"]
+    b'yes hi  '
+    """
+    m0 = np.asarray(m0)
+    m1 = np.asarray(m1)
+    if m0.dtype != np.uint8 or m0.ndim != 2 or m0.shape != m1.shape or m1.dtype != np.uint8:
+        raise ValueError("m0 and m1 must be (m, L) uint8 arrays of the same shape")
+    count, length = m0.shape
+    k0, k1 = base_ot_send_random(net, receiver, count, length=length)
+    net.send(receiver, STEP_CIPHERTEXTS, np.stack([m0 ^ k0, m1 ^ k1]))
+
+
+def base_ot_receive(
+    net: Network, sender: str, choices: np.ndarray | list[int], *, length: int
+) -> np.ndarray:
+    """Receiver of chosen-message OTs: returns the chosen ``(m, length)`` rows."""
+    c = check_choices(np.asarray(choices))
+    keys = base_ot_receive_random(net, sender, c, length=length)
+    ct = net.receive(sender, STEP_CIPHERTEXTS, expect=np.ndarray)
+    want = (2, len(c), int(length))
+    if ct.dtype != np.uint8 or ct.shape != want:
+        raise ProtocolError(
+            sender, STEP_CIPHERTEXTS, f"expected uint8 ciphertexts of shape {want}, got {ct.dtype}{ct.shape}"
+        )
+    return ct[c, np.arange(len(c))] ^ keys
