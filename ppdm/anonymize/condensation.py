@@ -75,9 +75,7 @@ class GroupStatistics:
         xs = x[order]
         sums = np.add.reduceat(xs, starts, axis=0) if g else np.zeros((0, x.shape[1]))
         outer = xs[:, :, None] * xs[:, None, :]
-        products = (
-            np.add.reduceat(outer, starts, axis=0) if g else np.zeros((0, *outer.shape[1:]))
-        )
+        products = np.add.reduceat(outer, starts, axis=0) if g else np.zeros((0, *outer.shape[1:]))
         return cls(sizes, sums, products)
 
     @property

@@ -186,7 +186,8 @@ def encode_qi(
                 h = flat_hierarchy(s, attribute=c)
             categorical.append(c)
             hs.append(h)
-            leaves.append(h.leaf_codes(s))
+            codes, uniques = pd.factorize(s, sort=False)  # look up distinct values only
+            leaves.append(h.leaf_codes(pd.Series(uniques))[codes])
     x = np.stack(cols, axis=1) if cols else np.zeros((n, 0))
     span = x.max(axis=0) - x.min(axis=0) if (n and cols) else np.zeros(len(cols))
     integral = np.array([bool(np.all(col == np.round(col))) for col in cols], dtype=bool)
@@ -422,13 +423,12 @@ def generalized_frame(
             )
             out[c] = text[labels] if g else np.zeros(0, dtype=object)
     for j, c in enumerate(space.categorical):
-        text = np.array(
-            [
-                space.node_label(j, int(lv), int(cd))
-                for lv, cd in zip(summary.level[:, j], summary.code[:, j], strict=True)
-            ],
-            dtype=object,
-        )
+        h = space.hierarchies[j]
+        levels, codes = summary.level[:, j], summary.code[:, j]
+        text = np.empty(g, dtype=object)
+        for level in np.unique(levels):
+            sel = levels == level
+            text[sel] = "*" if level >= h.height else h.labels(int(level))[codes[sel]]
         out[c] = text[labels] if g else np.zeros(0, dtype=object)
     return out
 
@@ -633,9 +633,7 @@ def _cluster_pair_d(
     d_union = np.zeros(g)
     if space.x.shape[1]:
         span = np.where(space.span > 0, space.span, 1.0)
-        d_union += (
-            (np.maximum(s.hi, s.hi[i]) - np.minimum(s.lo, s.lo[i])) / span
-        ).sum(axis=1)
+        d_union += ((np.maximum(s.hi, s.hi[i]) - np.minimum(s.lo, s.lo[i])) / span).sum(axis=1)
     for j in range(len(space.categorical)):
         anc = space.anc[j]
         first_eq = (anc[rep[:, j]] != anc[rep[i, j]]).sum(axis=1)
@@ -723,9 +721,9 @@ def greedy_k_member_clustering(
             for j in range(len(space.categorical)):
                 anc = space.anc[j]
                 first_eq = int((anc[rep[c, j]] != anc[space.leaf[r, j]]).sum())
-                lv = max(int(summ.level[c, j]), first_eq)
-                summ.level[c, j] = lv
-                summ.code[c, j] = anc[rep[c, j], lv]
+                new_level = max(int(summ.level[c, j]), first_eq)
+                summ.level[c, j] = new_level
+                summ.code[c, j] = anc[rep[c, j], new_level]
     return labels
 
 

@@ -198,23 +198,32 @@ class MixedSpace:
         return self.features[i], self.nominal[i]
 
 
+def _k_smallest(d: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` smallest entries of ``d``; ties go to the lowest position.
+    ``O(len(d))``."""
+    if k >= len(d):
+        return np.arange(len(d))
+    kth = np.partition(d, k - 1)[k - 1]
+    less = np.flatnonzero(d < kth)
+    equal = np.flatnonzero(d == kth)[: k - len(less)]
+    return np.concatenate([less, equal])
+
+
 def _nearest(space: MixedSpace, rows: np.ndarray, seed_pos: int, k: int) -> np.ndarray:
     """Positions (in ``rows``) of the record at ``seed_pos`` and its k-1 nearest."""
     f0, c0 = space.record(int(rows[seed_pos]))
     d = space.dist2(rows, f0, c0)
     d[seed_pos] = -1.0  # the seed record itself is always in its cluster
-    if k >= len(rows):
-        return np.arange(len(rows))
-    return np.argpartition(d, k - 1)[:k]
+    return _k_smallest(d, k)
 
 
-def mdav_generic(
-    space: MixedSpace, k: int, *, progress: Progress | None = None
-) -> np.ndarray:
+def mdav_generic(space: MixedSpace, k: int, *, progress: Progress | None = None) -> np.ndarray:
     """MDAV-generic (seed 001): a cluster label (0..g-1) for every record; every cluster
     has between ``k`` and ``2k - 1`` records (all records when ``n < 2k``).
 
-    Ties in "most distant" go to the lowest remaining row; ``O(n^2 / k)`` vectorized work.
+    Ties (in "most distant" and "closest") go to the lowest remaining row. ``x_s`` is
+    searched among the records left after ``x_r``'s cluster is removed (the same record
+    as in the published algorithm unless distances tie). ``O(n^2 / k)`` vectorized work.
 
     >>> s = MixedSpace(np.array([[0.0], [0.1], [0.2], [5.0], [5.1], [5.2], [9.0]]),
     ...                np.array([False]), np.zeros((7, 0), dtype=int), [])
@@ -236,7 +245,7 @@ def mdav_generic(
             f_r, c_r = space.record(int(rem[r_pos]))
             d_r = space.dist2(rem, f_r, c_r)
             d_r[r_pos] = -1.0
-            near_r = np.argpartition(d_r, k - 1)[:k]
+            near_r = _k_smallest(d_r, k)
             labels[rem[near_r]] = g
             keep = np.ones(len(rem), dtype=bool)
             keep[near_r] = False
@@ -271,9 +280,7 @@ def mdav_generic(
 # -- the anonymizer ---------------------------------------------------------------------
 
 
-def _ordinal_codes(
-    s: pd.Series, h: Hierarchy | None
-) -> tuple[np.ndarray, np.ndarray]:
+def _ordinal_codes(s: pd.Series, h: Hierarchy | None) -> tuple[np.ndarray, np.ndarray]:
     """Ranks 0..M-1 of an ordinal column and the ordered categories.
 
     Order: an ordered pandas Categorical's categories; numeric order for numbers; the

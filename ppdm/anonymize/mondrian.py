@@ -72,21 +72,30 @@ class _Partitioner:
         self.size_only = not bool(getattr(check.model, "needs_sensitive", False))
         self.x = space.x
         self.span = np.where(space.span > 0, space.span, np.inf)
-        # categorical: per attribute, per level, the ancestor code of every record
-        self.anc_cols: list[list[np.ndarray]] = []
-        self.leaf_share: list[list[np.ndarray]] = []
+        # Categorical: the ancestor code of every record at every level below the root,
+        # all attributes side by side, so one gather serves every attribute of a region.
+        blocks: list[np.ndarray] = []
+        self.offsets: list[int] = []
+        self.top: list[int] = []
+        self.share_tables: list[list[np.ndarray]] = []
+        self.n_labels: list[list[int]] = []
+        width = 0
         for j in range(len(space.categorical)):
             ra = space.record_anc(j)
-            self.anc_cols.append([np.ascontiguousarray(ra[:, lv]) for lv in range(ra.shape[1])])
+            top = ra.shape[1] - 1  # the root level: one node, never split further up
+            blocks.append(ra[:, :top])
+            self.offsets.append(width)
+            self.top.append(top)
+            width += top
+            self.n_labels.append([int(space.anc[j][:, lv].max()) + 1 for lv in range(top)])
             h = space.hierarchies[j]
             domain = len(h.values)
-            shares = []
-            for lv in range(ra.shape[1]):
-                if lv >= h.height:
-                    shares.append(np.ones(1))
-                else:
-                    shares.append(h.leaf_counts(lv) / domain)
-            self.leaf_share.append(shares)
+            self.share_tables.append([h.leaf_counts(lv) / domain for lv in range(top)])
+        self.codes = (
+            np.ascontiguousarray(np.concatenate(blocks, axis=1))
+            if blocks
+            else np.zeros((space.n, 0), dtype=np.int64)
+        )
         self.sens = check.codes
         self.d = check.d
 
@@ -128,19 +137,21 @@ class _Partitioner:
                 return parts
         return None
 
-    def _split_categorical(self, idx: np.ndarray, j: int, level: int) -> list[np.ndarray] | None:
-        child = self.anc_cols[j][level - 1][idx]
-        uniq, inv = np.unique(child, return_inverse=True)
-        sizes = np.bincount(inv, minlength=len(uniq))
-        if sizes.min() < self.min_size:
+    def _split_categorical(
+        self, idx: np.ndarray, child: np.ndarray, n_labels: int
+    ) -> list[np.ndarray] | None:
+        """Split into one part per child node (``child``: each record's child code)."""
+        sizes = np.bincount(child, minlength=n_labels)
+        present = np.flatnonzero(sizes)
+        if sizes[present].min() < self.min_size:
             return None
         if not self.size_only:
-            g = len(uniq)
-            counts = np.bincount(inv * self.d + self.sens[idx], minlength=g * self.d)
-            if not np.all(self.check.ok(counts.reshape(g, self.d))):
+            counts = np.bincount(child * self.d + self.sens[idx], minlength=n_labels * self.d)
+            counts = counts.reshape(n_labels, self.d)[present]
+            if not np.all(self.check.ok(counts)):
                 return None
-        order = np.argsort(inv, kind="stable")
-        return list(np.split(idx[order], np.cumsum(sizes)[:-1]))
+        order = np.argsort(child, kind="stable")
+        return list(np.split(idx[order], np.cumsum(sizes[present])[:-1]))
 
     # -- the recursion ---------------------------------------------------------------------
 
@@ -148,9 +159,11 @@ class _Partitioner:
         space = self.space
         n = space.n
         q = len(space.categorical)
+        p = self.x.shape[1]
         labels = np.full(n, -1, dtype=np.int64)
-        top = np.array([len(cols) - 1 for cols in self.anc_cols], dtype=np.int64)
-        stack: list[tuple[np.ndarray, np.ndarray]] = [(np.arange(n, dtype=np.int64), top)]
+        # Per region: its rows and, per categorical QI, an upper bound of the level of the
+        # lowest common ancestor of its values (refined when the region is examined).
+        stack: list[tuple[np.ndarray, list[int]]] = [(np.arange(n, dtype=np.int64), self.top)]
         n_parts = 0
         with progress_task(progress, "Mondrian partitioning", total=n) as bar:
             while stack:
@@ -159,35 +172,39 @@ class _Partitioner:
                 split: list[np.ndarray] | None = None
                 child_lv = lv
                 if m >= 2 * self.min_size:
-                    lv = lv.copy()
-                    widths: list[tuple[float, int, int]] = []  # (-width, position, dim)
-                    for j in range(q):
-                        level = int(lv[j])
-                        cols = self.anc_cols[j]
-                        while level > 0:
-                            c = cols[level - 1][idx]
-                            if c.min() != c.max():
-                                break
-                            level -= 1
-                        lv[j] = level
-                        if level > 0:
-                            share = float(self.leaf_share[j][level][cols[level][idx[0]]])
-                            widths.append((-share, self.x.shape[1] + j, j))
-                    if self.x.shape[1]:
+                    lv = list(lv)
+                    widths: list[tuple[float, int]] = []  # (-normalized width, dimension)
+                    if q:
+                        sub = self.codes[idx]
+                        const = (sub.min(axis=0) == sub.max(axis=0)).tolist()
+                        first = sub[0].tolist()
+                        for j in range(q):
+                            off, level = self.offsets[j], lv[j]
+                            while level > 0 and const[off + level - 1]:
+                                level -= 1
+                            lv[j] = level
+                            if level == self.top[j]:
+                                widths.append((-1.0, p + j))
+                            elif level > 0:
+                                share = self.share_tables[j][level][first[off + level]]
+                                widths.append((-float(share), p + j))
+                    if p:
                         xs = self.x[idx]
-                        w = (xs.max(axis=0) - xs.min(axis=0)) / self.span
-                        for a in np.flatnonzero(w > 0):
-                            widths.append((-float(w[a]), int(a), -1 - int(a)))
+                        w = ((xs.max(axis=0) - xs.min(axis=0)) / self.span).tolist()
+                        widths.extend((-wa, a) for a, wa in enumerate(w) if wa > 0)
                     widths.sort()
-                    for _, _, dim in widths:
-                        if dim < 0:
-                            split = self._split_numeric(idx, xs[:, -1 - dim])
+                    for _, dim in widths:
+                        if dim < p:
+                            split = self._split_numeric(idx, xs[:, dim])
                             child_lv = lv
                         else:
-                            split = self._split_categorical(idx, dim, int(lv[dim]))
+                            j = dim - p
+                            level = lv[j]
+                            child = sub[:, self.offsets[j] + level - 1]
+                            split = self._split_categorical(idx, child, self.n_labels[j][level - 1])
                             if split is not None:
-                                child_lv = lv.copy()
-                                child_lv[dim] -= 1
+                                child_lv = list(lv)
+                                child_lv[j] = level - 1
                         if split is not None:
                             break
                 if split is None:

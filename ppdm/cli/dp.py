@@ -118,7 +118,8 @@ def _run(args: argparse.Namespace) -> int:
         else:
             if not args.candidates:
                 raise ConfigError("dp median needs --candidates (public)")
-            result = dp_median(values, candidates=_candidates(args.candidates), **common)
+            cands = _candidates(args.candidates).tolist()
+            result = dp_median(values, candidates=cands, **common)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     doc = {

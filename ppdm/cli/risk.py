@@ -64,6 +64,10 @@ def _run_risk(args: argparse.Namespace) -> int:
         hierarchies[attr] = load_hierarchy(path, sep=args.hierarchy_sep)
     population = _read_table(args.population, args.sep) if args.population else None
     public = _read_table(args.public, args.sep) if args.public else None
+    if public is not None and args.public_id:
+        if args.public_id not in public.columns:
+            raise ConfigError(f"--public-id column {args.public_id!r} not in {args.public}")
+        public = public.set_index(args.public_id)
     if not 0 < args.threshold <= 1:
         raise ConfigError("--threshold must be in (0, 1]")
     report = risk_report(
@@ -140,6 +144,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--sensitive", help="sensitive column (attribute disclosure checks)")
     p.add_argument("--population", help="population table for journalist/marketer risk")
     p.add_argument("--public", help="identified public table for a linkage attack")
+    p.add_argument("--public-id", help="column naming the individuals of --public")
     p.add_argument("--sep", default=",", help="CSV separator (default ',')")
     p.add_argument(
         "--hierarchy",

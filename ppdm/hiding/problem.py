@@ -188,6 +188,7 @@ class Workspace:
         self.added = 0
         self.touched = np.zeros(db.n_transactions, dtype=bool)
         self.dropped = 0
+        self.notes: list[str] = []
 
     def cols(self, labels: Iterable[Any]) -> tuple[int, ...]:
         return tuple(sorted(self.col[x] for x in labels))

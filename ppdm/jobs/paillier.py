@@ -64,7 +64,7 @@ def run_dot_product(net: Network, params: Mapping[str, Any], ctx: PartyContext) 
     length = _int_param(params, "length", low=0, high=100_000_000)
     seed = _int_param(params, "seed", low=0, high=2**63 - 1)
     bits = _int_param(params, "bits", low=1, high=62)
-    key_bits = _int_param(params, "key_bits", low=1024, high=8192)
+    key_bits = _int_param(params, "key_bits", low=2048, high=8192)
     chunk = _int_param(params, "chunk", low=1, high=32768)
     workers = _int_param(params, "workers", low=0, high=64)
     output = params.get("output")
@@ -86,7 +86,6 @@ def run_dot_product(net: Network, params: Mapping[str, Any], ctx: PartyContext) 
         other=other,
         output=output,  # type: ignore[arg-type]
         key_bits=key_bits,
-        min_key_bits=min(key_bits, 2048),
         chunk=chunk,
         workers=workers or None,
         progress=ctx.progress,

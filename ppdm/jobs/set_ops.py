@@ -4,7 +4,8 @@ Each party's set comes from its own settings (``[inputs] set_union`` / ``[inputs
 intersection``: a list of strings or integers) or, for testbeds and benchmarks, is
 generated locally from public parameters (``generate_n`` items per party, a fraction
 ``overlap`` of them common to all parties, the rest private to each party, from
-``seed``): the initiator never sends anyone's items.
+``seed``): the initiator never sends anyone's items. ``workers`` sets the processes used
+for large batches of curve operations (``"auto"``: one per CPU).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from ppdm.errors import ConfigError
 from ppdm.jobs.registry import JobSpec, PartyContext, register_job
 from ppdm.parties.network import Network
+from ppdm.protocols.commutative import set_workers
 from ppdm.protocols.intersection import secure_intersection_cardinality
 from ppdm.protocols.set_union import secure_set_union
 
@@ -51,7 +53,13 @@ def _digest(items: list[bytes]) -> str:
     return h.hexdigest()
 
 
+def _use_workers(params: Mapping[str, Any]) -> None:
+    workers = params.get("workers")
+    set_workers(None if workers in (None, "auto") else int(workers))
+
+
 def run_set_union(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> dict[str, Any]:
+    _use_workers(params)
     raw = _items(net, params, ctx, "set_union")
     items = [x.encode() if isinstance(x, str) else x.to_bytes(8, "big", signed=True) for x in raw]
     union = secure_set_union(
@@ -76,12 +84,13 @@ def _show(item: bytes, raw: list) -> str | int:
 def run_intersection(
     net: Network, params: Mapping[str, Any], ctx: PartyContext
 ) -> dict[str, Any]:
+    _use_workers(params)
     raw = _items(net, params, ctx, "intersection")
     size = secure_intersection_cardinality(net, raw, fake_ratio=float(params["fake_ratio"]))
     return {"cardinality": size}
 
 
-_GEN = {"generate_n": None, "overlap": 0.5, "seed": 1}
+_GEN = {"generate_n": None, "overlap": 0.5, "seed": 1, "workers": "auto"}
 
 register_job(
     JobSpec(

@@ -102,16 +102,24 @@ class AssocResult:
             return int(x) if isinstance(x, int) else x
 
         itemsets = [
-            {"items": sorted(label(x) for x in k), "support_count": v,
-             "support": None if v is None else v / self.n_transactions}
+            {
+                "items": sorted(label(x) for x in k),
+                "support_count": v,
+                "support": None if v is None else v / self.n_transactions,
+            }
             for k, v in sorted(self.itemsets.items(), key=lambda kv: (len(kv[0]), sorted(kv[0])))
         ]
         if self.counts_revealed:
             rules = rules_to_records(self.rules)
         else:
             rules = [
-                {"antecedent": sorted(r["antecedent"]), "consequent": sorted(r["consequent"]),
-                 "support": None, "confidence": None, "lift": None}
+                {
+                    "antecedent": sorted(r["antecedent"]),
+                    "consequent": sorted(r["consequent"]),
+                    "support": None,
+                    "confidence": None,
+                    "lift": None,
+                }
                 for r in self.rules
             ]
         return {

@@ -28,8 +28,8 @@ published counts.
 
 Leakage (semi-honest): the pooled number of transactions ``N``; per level, the union of
 the locally large itemsets and which of them are globally large (KC's accepted leakage),
-plus the secure union's own leakage (docs/protocols/set-union.md: the anonymous
-histogram of how many parties hold each itemset); with ``reveal_counts`` the global counts
+plus the secure union's own leakage (docs/protocols/set-union.md: the collector
+``P_0`` learns how many locally large itemsets each group of parties shares, not which); with ``reveal_counts`` the global counts
 of the union's itemsets. No party learns another party's counts or which party holds
 which locally large itemset. Cost per level: one secure union, one batched threshold test
 (or secure sum) over the union; one more batched test for the candidate rules.
@@ -109,11 +109,12 @@ def horizontal_association_rules(
             candidates = [(_native(x),) for x in db.items]
         else:
             candidates = apriori_gen(prev)
-        local_counts = (
-            support_counts(db, candidates) if candidates else np.zeros(0, dtype=np.int64)
-        )
-        locally_large = [c for c, n in zip(candidates, local_counts, strict=True)
-                         if db.n_transactions and n >= local_threshold]
+        local_counts = support_counts(db, candidates) if candidates else np.zeros(0, dtype=np.int64)
+        locally_large = [
+            c
+            for c, n in zip(candidates, local_counts, strict=True)
+            if db.n_transactions and n >= local_threshold
+        ]
         encoded = [encode_itemset(c, label_bytes=label_bytes) for c in locally_large]
         max_bytes = k * (label_bytes if kind is int else label_bytes + 1)
         union_bytes = secure_set_union(
@@ -151,8 +152,11 @@ def horizontal_association_rules(
     prog.finish()
     if reveal_counts:
         return AssocResult.with_counts(
-            n_total, min_support, min_confidence,
-            {key: int(v) for key, v in frequent.items() if v is not None}, levels,
+            n_total,
+            min_support,
+            min_confidence,
+            {key: int(v) for key, v in frequent.items() if v is not None},
+            levels,
         )
     rules = _private_rules(net, db, list(frequent), frac)
     return AssocResult(n_total, min_support, min_confidence, frequent, rules, False, levels)

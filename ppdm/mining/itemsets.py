@@ -421,8 +421,45 @@ class TransactionDB:
 
 
 def support_counts(db: TransactionDB, itemsets: Iterable[Iterable[Any]]) -> np.ndarray:
-    """Support counts of many itemsets (labels), as an ``int64`` array in input order."""
-    return np.array([db.support_count(s) for s in itemsets], dtype=np.int64)
+    """Support counts of many itemsets (labels), as an ``int64`` array in input order.
+
+    Same values as :meth:`TransactionDB.support_count` per itemset, computed in batches:
+    single items from :meth:`TransactionDB.item_counts`, longer itemsets by AND-ing the
+    rows of one packed bit matrix of their distinct items, a chunk of equal-length
+    itemsets at a time.
+    """
+    sets = [set(s) for s in itemsets]
+    out = np.zeros(len(sets), dtype=np.int64)
+    by_len: dict[int, tuple[list[int], list[list[int]]]] = {}
+    for i, s in enumerate(sets):
+        if not s:
+            out[i] = db.n_transactions
+            continue
+        try:
+            pos = sorted(db.item_position(x) for x in s)
+        except KeyError:
+            continue  # a label not in the database: support 0
+        idx, rows = by_len.setdefault(len(pos), ([], []))
+        idx.append(i)
+        rows.append(pos)
+    if 1 in by_len:
+        idx, rows = by_len.pop(1)
+        out[idx] = db.item_counts()[np.array(rows, dtype=np.int64)[:, 0]]
+    if not by_len:
+        return out
+    distinct = np.unique(np.concatenate([np.ravel(rows) for _, rows in by_len.values()]))
+    bits = db.bit_matrix(distinct)
+    step = max(1, _CHUNK_BYTES // max(8 * db.n_words, 1))
+    for idx, rows in by_len.values():
+        arr = np.searchsorted(distinct, np.array(rows, dtype=np.int64))
+        sel = np.array(idx, dtype=np.int64)
+        for s in range(0, len(arr), step):
+            a = arr[s : s + step]
+            acc = bits[a[:, 0]]
+            for j in range(1, a.shape[1]):
+                np.bitwise_and(acc, bits[a[:, j]], out=acc)
+            out[sel[s : s + step]] = _popcount_rows(acc)
+    return out
 
 
 # -- Apriori candidate generation ---------------------------------------------------------

@@ -95,23 +95,6 @@ def is_confident(count_xy: int, count_x: int, min_confidence: float) -> bool:
     return count_xy / count_x >= min_confidence
 
 
-def _sort_key(r: Rule) -> tuple:
-    return (
-        -r.confidence,
-        -r.support_count,
-        len(r.antecedent) + len(r.consequent),
-        len(r.antecedent),
-        _sortable(r.antecedent),
-        _sortable(r.consequent),
-    )
-
-
-def _sortable(s: frozenset) -> tuple:
-    return tuple(
-        (type(x).__name__, x) if not isinstance(x, int) else ("int", x) for x in _sorted(s)
-    )
-
-
 def association_rules(
     itemsets: Mapping[frozenset, int],
     n_transactions: int,
@@ -153,7 +136,7 @@ def association_rules(
     n = int(n_transactions)
     if n <= 0:
         return []
-    rules: list[Rule] = []
+    keyed: list[tuple[tuple, Rule]] = []
 
     def count(s: frozenset) -> int:
         try:
@@ -163,6 +146,14 @@ def association_rules(
                 f"itemsets are not closed under subsets: {sorted(map(repr, s))} is missing"
             ) from None
 
+    def emit(items: list, cons: tuple, cz: int, cx: int) -> None:
+        y = frozenset(cons)
+        x_items = tuple(i for i in items if i not in y)
+        rule = _make_rule(frozenset(x_items), y, cz, cx, count(y), n)
+        keyed.append(
+            ((-rule.confidence, -cz, len(items), len(x_items), x_items, tuple(cons)), rule)
+        )
+
     for z, cz in itemsets.items():
         if len(z) < 2:
             continue
@@ -170,25 +161,25 @@ def association_rules(
         # ap-genrules: grow confident consequents level by level.
         level: list[tuple] = []
         for y in items:
-            x = z - {y}
-            cx = count(x)
+            cx = count(z - {y})
             if is_confident(cz, cx, c):
                 level.append((y,))
-                rules.append(_make_rule(x, frozenset((y,)), cz, cx, count(frozenset((y,))), n))
+                emit(items, (y,), cz, cx)
         m = 1
         while level and m + 1 < len(z):
             nxt = []
             for cons in apriori_gen(level):
-                y = frozenset(cons)
-                x = z - y
-                cx = count(x)
+                cx = count(z.difference(cons))
                 if is_confident(cz, cx, c):
                     nxt.append(cons)
-                    rules.append(_make_rule(x, y, cz, cx, count(y), n))
+                    emit(items, cons, cz, cx)
             level = nxt
             m += 1
-    rules.sort(key=_sort_key)
-    return rules
+    try:
+        keyed.sort(key=lambda kr: kr[0])
+    except TypeError:
+        keyed.sort(key=lambda kr: (*kr[0][:4], repr(kr[0][4]), repr(kr[0][5])))
+    return [r for _, r in keyed]
 
 
 def _make_rule(x: frozenset, y: frozenset, cz: int, cx: int, cy: int, n: int) -> Rule:

@@ -16,8 +16,10 @@ on its roster address. This module is what moves a job's envelopes between nodes
   <ppdm.parties.network.Endpoint.deliver>` checks each envelope's ``sender`` against.
 - **Framing.** Per job and peer, the sender opens one client-streaming ``Exchange`` call
   (:class:`PeerStream`) and writes each serialized envelope as one or more ``Frame``
-  messages no larger than the consortium's ``max_message_bytes``
-  (:func:`split_envelope`); the receiver's :class:`Reassembler` checks the frames
+  messages of at most :func:`frame_bytes` data bytes (2 MiB, or less if the
+  consortium's ``max_message_bytes`` requires) (:func:`encode_frames`: the frames are
+  encoded by hand so each chunk is copied once); the receiver parses them without
+  copying (:func:`parse_frame`) and its :class:`Reassembler` checks the frames
   (one job per stream, consecutive envelope numbers and chunk indices, a bound on the
   reassembled size) and hands whole envelopes to the job's endpoint. A malformed stream
   makes the job fail with :class:`~ppdm.errors.ProtocolError` naming the peer.
@@ -38,6 +40,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -46,19 +49,22 @@ from ppdm.errors import PartyFailure
 from ppdm.parties.consortium import Consortium, PartySettings
 from ppdm.parties.network import Endpoint
 from ppdm.proto.ppdm.v1 import envelope_pb2 as env_pb
-from ppdm.proto.ppdm.v1 import party_pb2_grpc
 
 __all__ = [
     "FRAME_OVERHEAD",
     "PENDING_JOB_WAIT_S",
+    "PREFERRED_FRAME_BYTES",
     "FramingError",
     "JobLinks",
     "PeerStream",
     "Reassembler",
     "authenticate",
     "channel_options",
+    "encode_frames",
+    "frame_bytes",
     "handle_exchange",
     "open_channel",
+    "parse_frame",
     "server_credentials",
     "split_envelope",
 ]
@@ -67,11 +73,17 @@ log = logging.getLogger(__name__)
 
 # Room left in each gRPC message for the Frame fields around the chunk.
 FRAME_OVERHEAD = 1024
+# Preferred frame payload: moderate frames let the sender's and the receiver's threads
+# work on different frames of one large envelope at the same time (on a loaded 2-core
+# loopback, 2 MiB frames moved 1-8 MiB envelopes at least as fast as 1 or 4 MiB frames);
+# frames are never larger than the consortium's max_message_bytes allows.
+PREFERRED_FRAME_BYTES = 2 << 20
 # How long an Exchange stream for a job this node has not started yet waits for it.
 PENDING_JOB_WAIT_S = 30.0
 # Frames queued per outgoing stream before send() blocks (back-pressure).
 QUEUE_FRAMES = 8
 _CLOSE = object()
+EXCHANGE_METHOD = "/ppdm.v1.Party/Exchange"
 
 
 # Channels and credentials ---------------------------------------------------------------
@@ -87,6 +99,11 @@ def channel_options(consortium: Consortium) -> list[tuple[str, Any]]:
         ("grpc.keepalive_timeout_ms", 10_000),
         ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
     ]
+
+
+def frame_bytes(consortium: Consortium) -> int:
+    """Largest chunk of an envelope carried in one Frame for this consortium."""
+    return min(consortium.max_message_bytes - FRAME_OVERHEAD, PREFERRED_FRAME_BYTES)
 
 
 def server_credentials(settings: PartySettings) -> grpc.ServerCredentials:
@@ -145,26 +162,137 @@ class FramingError(ValueError):
     """Frames on an Exchange stream that do not form whole envelopes of one job."""
 
 
+# Frames are written and read by hand (ppdm.v1.Frame wire format, identical bytes to
+# Frame.SerializeToString) so that a chunk is copied once on each side instead of going
+# through a protobuf message object: this is the bulk-data path.
+_WIRE_VARINT, _WIRE_I64, _WIRE_LEN, _WIRE_I32 = 0, 1, 2, 5
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _frame_header(job_id: bytes, seq: int, index: int, count: int, size: int) -> bytes:
+    parts = [b"\x0a", _varint(len(job_id)), job_id] if job_id else []
+    if seq:
+        parts += [b"\x10", _varint(seq)]
+    if index:
+        parts += [b"\x18", _varint(index)]
+    if count:
+        parts += [b"\x20", _varint(count)]
+    if size:
+        parts += [b"\x2a", _varint(size)]
+    return b"".join(parts)
+
+
+def encode_frames(data: bytes, *, job_id: str, seq: int, max_chunk: int) -> list[bytes]:
+    """One serialized envelope as wire-encoded ``Frame`` messages of at most
+    ``max_chunk`` data bytes each (what :class:`PeerStream` writes to the stream).
+
+    >>> from ppdm.proto.ppdm.v1.envelope_pb2 import Frame
+    >>> [Frame.FromString(f).data for f in encode_frames(b"abcde", job_id="j", seq=1, max_chunk=2)]
+    [b'ab', b'cd', b'e']
+    """
+    if max_chunk < 1:
+        raise ValueError("max_chunk must be positive")
+    jid = job_id.encode()
+    if len(data) <= max_chunk:
+        return [_frame_header(jid, seq, 0, 1, len(data)) + data]
+    view = memoryview(data)
+    count = -(-len(data) // max_chunk)
+    frames = []
+    for i in range(count):
+        chunk = view[i * max_chunk : (i + 1) * max_chunk]
+        frames.append(_frame_header(jid, seq, i, count, len(chunk)) + chunk)
+    return frames
+
+
 def split_envelope(data: bytes, *, job_id: str, seq: int, max_chunk: int) -> list[env_pb.Frame]:
-    """Cut one serialized envelope into frames carrying at most ``max_chunk`` bytes each.
+    """Like :func:`encode_frames`, as ``Frame`` messages (for tests and tools).
 
     >>> [len(f.data) for f in split_envelope(b"x" * 10, job_id="j", seq=1, max_chunk=4)]
     [4, 4, 2]
     """
-    if max_chunk < 1:
-        raise ValueError("max_chunk must be positive")
-    view = memoryview(data)
-    count = max(1, -(-len(data) // max_chunk))
     return [
-        env_pb.Frame(
-            job_id=job_id,
-            seq=seq,
-            chunk_index=i,
-            chunk_count=count,
-            data=bytes(view[i * max_chunk : (i + 1) * max_chunk]),
-        )
-        for i in range(count)
+        env_pb.Frame.FromString(f)
+        for f in encode_frames(data, job_id=job_id, seq=seq, max_chunk=max_chunk)
     ]
+
+
+@dataclass
+class FrameView:
+    """A parsed ``Frame`` whose ``data`` is a zero-copy view of the received bytes."""
+
+    job_id: str = ""
+    seq: int = 0
+    chunk_index: int = 0
+    chunk_count: int = 0
+    data: memoryview | bytes = b""
+
+
+def _read_varint(buf: memoryview, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    end = len(buf)
+    while True:
+        if pos >= end:
+            raise FramingError("truncated varint in a frame")
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7
+        if shift >= 64:
+            raise FramingError("varint longer than 64 bits in a frame")
+
+
+def parse_frame(raw: bytes | memoryview) -> FrameView:
+    """Parse a wire-encoded ``Frame`` (unknown fields skipped, as protobuf does);
+    :class:`FramingError` on bytes that are not one."""
+    buf = memoryview(raw)
+    frame = FrameView()
+    pos, end = 0, len(buf)
+    while pos < end:
+        key, pos = _read_varint(buf, pos)
+        field, wire = key >> 3, key & 7
+        if field == 0:
+            raise FramingError("field number 0 in a frame")
+        if wire == _WIRE_VARINT:
+            value, pos = _read_varint(buf, pos)
+            if field == 2:
+                frame.seq = value
+            elif field == 3:
+                frame.chunk_index = value & 0xFFFFFFFF
+            elif field == 4:
+                frame.chunk_count = value & 0xFFFFFFFF
+        elif wire == _WIRE_LEN:
+            size, pos = _read_varint(buf, pos)
+            if pos + size > end:
+                raise FramingError("length-delimited field runs past the end of the frame")
+            value_view = buf[pos : pos + size]
+            pos += size
+            if field == 1:
+                try:
+                    frame.job_id = str(value_view, "utf-8")
+                except UnicodeDecodeError:
+                    raise FramingError("job id is not UTF-8") from None
+            elif field == 5:
+                frame.data = value_view
+        elif wire in (_WIRE_I64, _WIRE_I32):
+            pos += 8 if wire == _WIRE_I64 else 4
+            if pos > end:
+                raise FramingError("fixed-width field runs past the end of the frame")
+        else:
+            raise FramingError(f"wire type {wire} in a frame")
+    return frame
 
 
 class Reassembler:
@@ -181,7 +309,7 @@ class Reassembler:
         self.job_id: str | None = None
         self.frames = 0
         self.envelopes = 0
-        self._parts: list[bytes] = []
+        self._parts: list[bytes | memoryview] = []
         self._size = 0
         self._count = 0
 
@@ -190,8 +318,9 @@ class Reassembler:
         """Whether an envelope has started but not all of its chunks have arrived."""
         return bool(self._count)
 
-    def feed(self, frame: env_pb.Frame) -> bytes | None:
-        """Take one frame; return a whole envelope when this frame completes one."""
+    def feed(self, frame: env_pb.Frame | FrameView) -> bytes | memoryview | None:
+        """Take one frame; return a whole envelope when this frame completes one (a
+        zero-copy view when a single parsed frame carried it)."""
         if self.job_id is None:
             if not frame.job_id:
                 raise FramingError("frame without a job id")
@@ -219,13 +348,14 @@ class Reassembler:
                 raise FramingError(
                     f"chunk {frame.chunk_index} arrived, expected {len(self._parts)}"
                 )
-        if not frame.data and self._count > 1:
+        chunk = frame.data  # a Frame's data is copied on access: read it once
+        if not chunk and self._count > 1:
             raise FramingError("empty chunk in a multi-chunk envelope")
-        self._size += len(frame.data)
+        self._size += len(chunk)
         if self._size > self.max_envelope_bytes:
             raise FramingError(f"envelope larger than the {self.max_envelope_bytes}-byte limit")
         self.frames += 1
-        self._parts.append(frame.data)
+        self._parts.append(chunk)
         if len(self._parts) < self._count:
             return None
         data = self._parts[0] if len(self._parts) == 1 else b"".join(self._parts)
@@ -247,7 +377,7 @@ JobLookup = Callable[[str, float], Endpoint | None]
 
 
 def handle_exchange(
-    request_iterator: Iterator[env_pb.Frame],
+    request_iterator: Iterator[bytes | env_pb.Frame],
     context: grpc.ServicerContext,
     *,
     consortium: Consortium,
@@ -263,6 +393,7 @@ def handle_exchange(
     reasm = Reassembler(consortium.max_envelope_bytes)
     endpoint: Endpoint | None = None
     while True:
+        view: env_pb.Frame | FrameView | None = None
         try:
             frame = next(request_iterator)
         except StopIteration:
@@ -273,9 +404,11 @@ def handle_exchange(
                 endpoint.fail_party(peer, "connection to the party's node was lost mid-job")
             return env_pb.ExchangeSummary(frames=reasm.frames, envelopes=reasm.envelopes)
         try:
-            data = reasm.feed(frame)
+            view = parse_frame(frame) if isinstance(frame, bytes | memoryview) else frame
+            data = reasm.feed(view)
         except FramingError as exc:
-            _refuse_frames(context, endpoint or lookup(frame.job_id, 0.0), peer, exc)
+            job_id = reasm.job_id or (view.job_id if view is not None else "")
+            _refuse_frames(context, endpoint or lookup(job_id, 0.0), peer, exc)
         if data is None:
             continue
         if endpoint is None:
@@ -290,11 +423,13 @@ def handle_exchange(
                     grpc.StatusCode.PERMISSION_DENIED,
                     f"party {peer!r} is not a member of job {reasm.job_id!r}",
                 )
-        endpoint.deliver(data, sender=peer)  # type: ignore[union-attr]
+        # A memoryview is fine: deliver() only parses it and takes its length.
+        endpoint.deliver(data, sender=peer)  # type: ignore[union-attr,arg-type]
     try:
         reasm.finish()
     except FramingError as exc:
-        _refuse_frames(context, endpoint, peer, exc)
+        job_id = reasm.job_id or ""
+        _refuse_frames(context, endpoint or lookup(job_id, 0.0), peer, exc)
     return env_pb.ExchangeSummary(frames=reasm.frames, envelopes=reasm.envelopes)
 
 
@@ -349,10 +484,15 @@ class PeerStream:
         self._seq = 0
         self._closing = False
         self.error: str | None = None
-        self._future = party_pb2_grpc.PartyStub(channel).Exchange.future(self._frames())
+        exchange = channel.stream_unary(
+            EXCHANGE_METHOD,
+            request_serializer=None,  # frames are already wire-encoded bytes
+            response_deserializer=env_pb.ExchangeSummary.FromString,
+        )
+        self._future = exchange.future(self._frames())
         self._future.add_done_callback(self._done)
 
-    def _frames(self) -> Iterator[env_pb.Frame]:
+    def _frames(self) -> Iterator[bytes]:
         while True:
             item = self._queue.get()
             if item is _CLOSE:
@@ -398,7 +538,7 @@ class PeerStream:
     def send(self, data: bytes) -> None:
         """Queue one serialized envelope for the peer."""
         self._seq += 1
-        for frame in split_envelope(
+        for frame in encode_frames(
             data, job_id=self.job_id, seq=self._seq, max_chunk=self.max_chunk
         ):
             self._put(frame)

@@ -18,7 +18,8 @@ and serves four calls (``proto/ppdm/v1/party.proto``):
     State, result (JSON), per-step cost metrics and wall time of a job, for the job's
     members.
 ``Health``
-    The node's party name, consortium, version and running jobs, for roster parties.
+    The node's party name, consortium, version and the running jobs the caller is a
+    member of, for roster parties.
 
 While a job runs, the node probes its peers' ``Health`` every second; a peer whose node
 refuses connections twice in a row is declared dead (``Endpoint.fail_party``), so the
@@ -38,6 +39,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import logging
+import re
 import signal
 import threading
 import time
@@ -56,16 +58,17 @@ from ppdm.errors import ConfigError, PPDMError
 from ppdm.jobs.registry import PartyContext, get_job
 from ppdm.parties.consortium import PartySettings
 from ppdm.parties.grpc_net import (
-    FRAME_OVERHEAD,
     PENDING_JOB_WAIT_S,
     JobLinks,
     authenticate,
     channel_options,
+    frame_bytes,
     handle_exchange,
     open_channel,
     server_credentials,
 )
 from ppdm.parties.network import Endpoint
+from ppdm.proto.ppdm.v1 import envelope_pb2 as env_pb
 from ppdm.proto.ppdm.v1 import party_pb2 as pb
 from ppdm.proto.ppdm.v1 import party_pb2_grpc
 
@@ -130,7 +133,7 @@ class Job:
     timeout_s: float
     endpoint: Endpoint
     links: JobLinks
-    state: int = pb.JOB_STATE_RUNNING
+    state: pb.JobState = pb.JOB_STATE_RUNNING
     result: Any = None
     error: str = ""
     started: float = field(default_factory=time.perf_counter)
@@ -192,7 +195,7 @@ class PartyNode:
             ),
             options=channel_options(self.consortium),
         )
-        party_pb2_grpc.add_PartyServicer_to_server(_Servicer(self), server)
+        _add_party_service(_Servicer(self), server)
         try:
             port = server.add_secure_port(self.settings.listen, server_credentials(self.settings))
         except RuntimeError as exc:
@@ -263,7 +266,7 @@ class PartyNode:
         links = JobLinks(
             job_id,
             self.channel,
-            max_chunk=self.consortium.max_message_bytes - FRAME_OVERHEAD,
+            max_chunk=frame_bytes(self.consortium),
             timeout=timeout,
         )
         endpoint = Endpoint(
@@ -350,8 +353,13 @@ class PartyNode:
             if job_id in self._jobs or job_id in self._endpoints:
                 raise FileExistsError(f"job {job_id!r} already exists at {self.name!r}")
             running = sum(j.state == pb.JOB_STATE_RUNNING for j in self._jobs.values())
-            if running >= MAX_RUNNING_JOBS:
-                raise OverflowError(f"{running} jobs already running at {self.name!r}")
+            # Every running job holds one server thread per incoming peer stream.
+            streams = (running + 1) * (len(parties) - 1)
+            if running >= MAX_RUNNING_JOBS or streams + 8 > self.settings.max_workers:
+                raise OverflowError(
+                    f"{running} jobs already running at {self.name!r} "
+                    f"(node.max_workers = {self.settings.max_workers})"
+                )
         endpoint, links = self.open_endpoint(job_id, parties, timeout=timeout)
         job = Job(
             job_id=job_id,
@@ -419,9 +427,14 @@ class PartyNode:
         with self._cond:
             return self._jobs.get(job_id)
 
-    def running_jobs(self) -> list[str]:
+    def running_jobs(self, member: str | None = None) -> list[str]:
+        """Ids of the running jobs (only those ``member`` takes part in, if given)."""
         with self._cond:
-            return [k for k, j in self._jobs.items() if j.state == pb.JOB_STATE_RUNNING]
+            return [
+                k
+                for k, j in self._jobs.items()
+                if j.state == pb.JOB_STATE_RUNNING and (member is None or member in j.parties)
+            ]
 
     # Peer monitor ------------------------------------------------------------------------
 
@@ -492,13 +505,44 @@ class _Servicer(party_pb2_grpc.PartyServicer):
         return job.status(self.node.name)
 
     def Health(self, request: pb.HealthRequest, context: grpc.ServicerContext) -> Any:
-        authenticate(context, self.node.consortium)
+        caller = authenticate(context, self.node.consortium)
         return pb.HealthReply(
             party=self.node.name,
             consortium=self.node.consortium.name,
             version=__version__,
-            running_jobs=self.node.running_jobs(),
+            running_jobs=self.node.running_jobs(caller),
         )
+
+
+def _add_party_service(servicer: _Servicer, server: grpc.Server) -> None:
+    """Register the ``ppdm.v1.Party`` service like the generated
+    ``add_PartyServicer_to_server``, except that ``Exchange`` gets its frames as raw
+    bytes (parsed by :func:`ppdm.parties.grpc_net.parse_frame` without copying chunks)."""
+    handlers = {
+        "Exchange": grpc.stream_unary_rpc_method_handler(
+            servicer.Exchange,
+            request_deserializer=None,
+            response_serializer=env_pb.ExchangeSummary.SerializeToString,
+        ),
+        "StartJob": grpc.unary_unary_rpc_method_handler(
+            servicer.StartJob,
+            request_deserializer=pb.JobRequest.FromString,
+            response_serializer=pb.JobAccepted.SerializeToString,
+        ),
+        "GetJobStatus": grpc.unary_unary_rpc_method_handler(
+            servicer.GetJobStatus,
+            request_deserializer=pb.JobStatusRequest.FromString,
+            response_serializer=pb.JobStatus.SerializeToString,
+        ),
+        "Health": grpc.unary_unary_rpc_method_handler(
+            servicer.Health,
+            request_deserializer=pb.HealthRequest.FromString,
+            response_serializer=pb.HealthReply.SerializeToString,
+        ),
+    }
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler("ppdm.v1.Party", handlers),)
+    )
 
 
 def serve(settings: PartySettings, *, grace: float = 5.0) -> int:
@@ -740,13 +784,17 @@ def run_job(
                         pb.JobStatusRequest(job_id=job_id), timeout=5.0
                     )
                 except grpc.RpcError as exc:
-                    if exc.code() == grpc.StatusCode.UNAVAILABLE:  # type: ignore[attr-defined]
-                        since = first_error.setdefault(p, time.perf_counter())
-                        if time.perf_counter() - since >= unreachable_after_s:
-                            records[p] = _failed_record(
-                                f"node unreachable during the job ({_rpc_error(exc)})"
-                            )
-                            pending.remove(p)
+                    # A refused connection is a dead node; a node that stops answering
+                    # (timeouts) is given the job timeout twice over.
+                    since = first_error.setdefault(p, time.perf_counter())
+                    refused = exc.code() == grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
+                    limit = unreachable_after_s if refused else max(2 * wait, unreachable_after_s)
+                    if time.perf_counter() - since >= limit:
+                        what = "unreachable" if refused else "not answering"
+                        records[p] = _failed_record(
+                            f"node {what} during the job ({_rpc_error(exc)})"
+                        )
+                        pending.remove(p)
                     continue
                 first_error.pop(p, None)
                 if status.state == pb.JOB_STATE_RUNNING:
@@ -761,14 +809,53 @@ def run_job(
         "schema": JOB_SCHEMA,
         "job_id": job_id,
         "protocol": spec.name,
+        "params": dict(merged),
+        "network": "grpc",
+        "ok": not failed,
+        "state": "failed" if failed else "succeeded",
+        "failed_party": root_cause({p: records[p]["error"] for p in failed}),
+        "failed_parties": failed,
+        "error": "; ".join(f"{p}: {records[p]['error']}" for p in failed) or None,
         "consortium": consortium.name,
         "initiator": settings.name,
-        "params": dict(merged),
         "timeout_s": wait,
         "started_at": started_at,
         "wall_time_s": round(time.perf_counter() - t0, 6),
-        "state": "failed" if failed else "succeeded",
-        "failed_parties": failed,
-        "error": "; ".join(f"{p}: {records[p]['error']}" for p in failed) or None,
         "parties": {p: records[p] for p in members},
     }
+
+
+_NAMES_PARTY = re.compile(
+    r"^(PartyFailure: party|ProtocolError: protocol error from party) '([^']+)'"
+)
+
+
+def root_cause(errors: Mapping[str, str]) -> str | None:
+    """The party that most likely caused a job's failure, from each failed party's error.
+
+    A party that failed on its own (its job raised, its node was unreachable) comes first;
+    else the party a ``ProtocolError`` names (it sent bad data); else the party most
+    ``PartyFailure`` errors name.
+
+    >>> root_cause({"alice": "PartyFailure: party 'bob' failed at step 's': gone",
+    ...             "bob": "node unreachable during the job"})
+    'bob'
+    >>> root_cause({"alice": "ProtocolError: protocol error from party 'carol' at step 's': x",
+    ...             "carol": "PartyFailure: party 'alice' failed at step '': aborted"})
+    'carol'
+    """
+    named: dict[str, tuple[str, str] | None] = {}
+    for party, error in errors.items():
+        m = _NAMES_PARTY.match(error or "")
+        named[party] = (m.group(1), m.group(2)) if m and m.group(2) != party else None
+    for party, who in named.items():
+        if who is None:
+            return party
+    for who in named.values():
+        if who is not None and who[0].startswith("ProtocolError"):
+            return who[1]
+    counts: dict[str, int] = {}
+    for who in named.values():
+        if who is not None:
+            counts[who[1]] = counts.get(who[1], 0) + 1
+    return max(counts, key=lambda k: counts[k]) if counts else None

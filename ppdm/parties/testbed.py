@@ -102,6 +102,7 @@ class GrpcTestbed:
         inputs: Mapping[str, Any] | None = None,
         start_timeout: float = 60.0,
         log_level: str = "INFO",
+        keep_ca_key: bool = False,
     ) -> None:
         self.parties = tuple(parties)
         self.workdir = Path(workdir)
@@ -120,6 +121,7 @@ class GrpcTestbed:
             ports=ports,
             job_timeout_s=self.timeout,
             max_message_bytes=max_message_bytes,
+            keep_ca_key=keep_ca_key,
             overwrite=True,
         )
         if inputs:
@@ -185,7 +187,7 @@ class GrpcTestbed:
         deadline = time.monotonic() + self.start_timeout
         client = self.settings[self.parties[0]]
         waiting = set(self._procs)
-        channels = {}
+        channels: dict[str, grpc.Channel] = {}
         try:
             from ppdm.parties.grpc_net import open_channel
 
@@ -305,6 +307,7 @@ class LoopbackConsortium:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         probe_peers: bool = True,
         pending_wait_s: float = 30.0,
+        keep_ca_key: bool = False,
     ) -> None:
         self.parties = tuple(parties)
         self.workdir = Path(workdir)
@@ -313,6 +316,7 @@ class LoopbackConsortium:
             self.parties,
             ports=free_ports(len(self.parties)),
             max_message_bytes=max_message_bytes,
+            keep_ca_key=keep_ca_key,
             overwrite=True,
         )
         self.settings = {p: load_settings(self.workdir / f"{p}.toml") for p in self.parties}

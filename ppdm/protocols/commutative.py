@@ -82,12 +82,24 @@ def _executor() -> Executor | None:
         return _pool
 
 
-def _mult_buffer(buf: bytes, scalar: bytes) -> bytes:
-    """Multiply every 33-byte point in ``buf`` by the 32-byte ``scalar`` (raises
-    ValueError at the first invalid point)."""
+class InvalidPoint(ValueError):
+    """A batch held a value that is not a curve point; ``index`` is its position."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(f"point {index} is not on secp256k1")
+        self.index = index
+
+
+def _mult_buffer(buf: bytes, scalar: bytes, first: int = 0) -> bytes:
+    """Multiply every 33-byte point in ``buf`` by the 32-byte ``scalar``; parsing each
+    point validates it (raises :class:`InvalidPoint` at the first invalid one)."""
     out = bytearray(len(buf))
     for off in range(0, len(buf), PB):
-        out[off : off + PB] = PublicKey(buf[off : off + PB]).multiply(scalar).format()
+        try:
+            point = PublicKey(buf[off : off + PB])
+        except ValueError:
+            raise InvalidPoint(first + off // PB) from None
+        out[off : off + PB] = point.multiply(scalar).format()
     return bytes(out)
 
 
@@ -99,9 +111,10 @@ def _mult_array(points: np.ndarray, k: int) -> np.ndarray:
     if pool is None:
         out = _mult_buffer(flat.tobytes(), scalar)
     else:
-        parts = np.array_split(np.arange(total), _pool_workers * 4)
-        bufs = [flat[p[0] : p[-1] + 1].tobytes() for p in parts if len(p)]
-        out = b"".join(pool.map(_mult_buffer, bufs, [scalar] * len(bufs)))
+        parts = [p for p in np.array_split(np.arange(total), _pool_workers * 4) if len(p)]
+        bufs = [flat[p[0] : p[-1] + 1].tobytes() for p in parts]
+        firsts = [int(p[0]) for p in parts]
+        out = b"".join(pool.map(_mult_buffer, bufs, [scalar] * len(bufs), firsts))
     return np.frombuffer(out, dtype=np.uint8).reshape(points.shape).copy()
 
 
@@ -130,6 +143,27 @@ class CommutativeKey:
     def decrypt(self, points: np.ndarray) -> np.ndarray:
         """``k^-1·P`` for every point."""
         return _mult_array(points, self._inverse)
+
+    def encrypt_received(self, value: object, party: str, step: str, *, chunks: int) -> np.ndarray:
+        """Validate a batch received from ``party`` and encrypt it in one pass (each
+        point is parsed once); raises :class:`ProtocolError` for anything invalid."""
+        return self._apply_received(value, party, step, chunks, self._k)
+
+    def decrypt_received(self, value: object, party: str, step: str, *, chunks: int) -> np.ndarray:
+        """Like :meth:`encrypt_received`, decrypting."""
+        return self._apply_received(value, party, step, chunks, self._inverse)
+
+    @staticmethod
+    def _apply_received(
+        value: object, party: str, step: str, chunks: int, k: int
+    ) -> np.ndarray:
+        batch = check_shape(value, party, step, chunks=chunks)
+        try:
+            return _mult_array(batch, k)
+        except InvalidPoint as exc:
+            raise ProtocolError(
+                party, step, f"item {exc.index // chunks} is not a point on secp256k1"
+            ) from exc
 
     def combined(self, other: CommutativeKey) -> CommutativeKey:
         """The key of encrypting under ``self`` then ``other`` (one multiplication)."""
@@ -196,11 +230,11 @@ def hash_items(items: list[bytes], *, domain: bytes) -> np.ndarray:
     return out
 
 
-def validate_points(
+def check_shape(
     value: object, party: str, step: str, *, chunks: int, count: int | None = None
 ) -> np.ndarray:
-    """Check a received batch: a uint8 array of shape ``(m, chunks, 33)`` of valid
-    compressed points (``m == count`` if given). Raises :class:`ProtocolError`."""
+    """Check the type, shape and prefix bytes of a received batch (not the curve
+    equation: see :func:`validate_points`). Raises :class:`ProtocolError`."""
     if not isinstance(value, np.ndarray) or value.dtype != np.uint8:
         raise ProtocolError(party, step, "expected a uint8 array of curve points")
     if value.ndim != 3 or value.shape[1:] != (chunks, PB):
@@ -212,7 +246,16 @@ def validate_points(
     flat = value.reshape(-1, PB)
     if flat.size and not np.all((flat[:, 0] == 2) | (flat[:, 0] == 3)):
         raise ProtocolError(party, step, "batch holds a value that is not a compressed point")
-    buf = flat.tobytes()
+    return value
+
+
+def validate_points(
+    value: object, party: str, step: str, *, chunks: int, count: int | None = None
+) -> np.ndarray:
+    """Check a received batch: a uint8 array of shape ``(m, chunks, 33)`` of valid
+    compressed points (``m == count`` if given). Raises :class:`ProtocolError`."""
+    value = check_shape(value, party, step, chunks=chunks, count=count)
+    buf = value.reshape(-1, PB).tobytes()
     for off in range(0, len(buf), PB):
         try:
             PublicKey(buf[off : off + PB])

@@ -259,8 +259,7 @@ def secure_ge_shares(
     if not 1 <= block_bits <= 8:
         raise ValueError("block_bits must lie in [1, 8]")
     engine = _BitEngine(session if session is not None else OTSession(net, peer))
-    lt = _compare_core(engine, v, x_party=x_party, bits=bits, block_bits=block_bits,
-                       greater=False)
+    lt = _compare_core(engine, v, x_party=x_party, bits=bits, block_bits=block_bits, greater=False)
     if net.me == x_party:
         lt ^= 1
     return lt
@@ -299,16 +298,20 @@ def secure_ge(
         raise ValueError("reveal_to must be None, the x_party or the y_party")
     session = session if session is not None else OTSession(net, peer)
     share = secure_ge_shares(
-        net, values, x_party=x_party, y_party=y_party, bits=bits, signed=signed,
-        block_bits=block_bits, session=session,
+        net,
+        values,
+        x_party=x_party,
+        y_party=y_party,
+        bits=bits,
+        signed=signed,
+        block_bits=block_bits,
+        session=session,
     )
     opened = _BitEngine(session).open(share, to=reveal_to) if len(share) else share
     return None if opened is None else opened.astype(bool)
 
 
-def _mux_shares(
-    session: OTSession, bit_share: np.ndarray, diff_share: np.ndarray
-) -> np.ndarray:
+def _mux_shares(session: OTSession, bit_share: np.ndarray, diff_share: np.ndarray) -> np.ndarray:
     """Additive shares (mod 2^64) of ``b * v`` from XOR shares of ``b`` (n,) and additive
     shares of ``v`` (n, w): one correlated OT each way (CrypTFlow2's multiplexer)."""
     b = bit_share.astype(np.uint64)[:, None]
@@ -361,7 +364,6 @@ def secure_argmin(
     n, k = s.shape
     first = session.is_first
     x_party = net.me if first else peer
-    y_party = peer if first else net.me
     low_mask = np.uint64((1 << value_bits) - 1)
     # Candidates: columns of (value share, index share); the first party holds the index.
     vals = [s[:, j].copy() for j in range(k)]
@@ -376,8 +378,9 @@ def secure_argmin(
         w = v1 - v0  # shares of D1 - D0, |D1 - D0| < 2^value_bits
         low = w & low_mask
         cmp_in = low if first else low_mask - low
-        carry = _compare_core(engine, cmp_in, x_party=x_party, bits=value_bits,
-                              block_bits=block_bits, greater=True)
+        carry = _compare_core(
+            engine, cmp_in, x_party=x_party, bits=value_bits, block_bits=block_bits, greater=True
+        )
         msb = ((w >> np.uint64(value_bits)) & np.uint64(1)).astype(np.uint8) ^ carry
         diffs = np.stack([w, i1 - i0], axis=1)
         sel = _mux_shares(session, msb, diffs)

@@ -45,6 +45,7 @@ binary row and one full exponentiation per row (the ``s^n``).
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -279,7 +280,7 @@ def _receive_shares(net: Network, frm: str, count: int, n: int) -> list[int]:
     return [int(v) for v in got]
 
 
-def _signed(n: int, residues: list[int]) -> np.ndarray:
+def _signed(n: int, residues: Sequence[int]) -> np.ndarray:
     try:
         return to_int64_or_object([decode_signed(n, m) for m in residues])
     except OverflowError as exc:

@@ -41,6 +41,7 @@ from ppdm.parties.network import Network
 from ppdm.protocols.commutative import (
     CommutativeKey,
     hash_items,
+    check_shape,
     shuffle_rows,
     unique_rows,
     validate_points,
@@ -62,7 +63,11 @@ def _as_bytes(item: int | bytes) -> bytes:
 
 
 def secure_intersection_cardinality(
-    net: Network, items: Iterable[int | bytes], *, fake_ratio: float = 0.0
+    net: Network,
+    items: Iterable[int | bytes],
+    *,
+    fake_ratio: float = 0.0,
+    ring: Sequence[str] | None = None,
 ) -> int:
     """``|S_0 ∩ ... ∩ S_{n-1}|`` for the parties' sets of ints or byte strings.
 
@@ -73,11 +78,15 @@ def secure_intersection_cardinality(
     ...           {"a": [1, 2, 3, 4], "b": [2, 3, 4, 5], "c": [3, 4, 9]})
     {'a': 2, 'b': 2, 'c': 2}
     """
-    return secure_intersection_cardinalities(net, [items], fake_ratio=fake_ratio)[0]
+    return secure_intersection_cardinalities(net, [items], fake_ratio=fake_ratio, ring=ring)[0]
 
 
 def secure_intersection_cardinalities(
-    net: Network, sets: Sequence[Iterable[int | bytes]], *, fake_ratio: float = 0.0
+    net: Network,
+    sets: Sequence[Iterable[int | bytes]],
+    *,
+    fake_ratio: float = 0.0,
+    ring: Sequence[str] | None = None,
 ) -> list[int]:
     """Intersection cardinalities of many sets at once: entry ``j`` is
     ``|S_0[j] ∩ ... ∩ S_{n-1}[j]|``. Every party must pass the same number of sets.
@@ -85,17 +94,21 @@ def secure_intersection_cardinalities(
     The sets travel as segments of one batch (each segment shuffled on its own), so the
     segment sizes — each party's set sizes plus fakes — are visible to the parties that
     handle them; ``fake_ratio`` adds up to ``ceil(fake_ratio * |S|)`` fakes per set.
+    ``ring`` restricts the protocol to some of the parties (default: all), in that order;
+    only they call it.
     """
     if fake_ratio < 0:
         raise ValueError("fake_ratio must be >= 0")
-    parties = net.parties
+    parties = tuple(ring) if ring is not None else net.parties
+    if net.me not in parties:
+        raise ValueError(f"party {net.me!r} is not on the ring {list(parties)}")
     n = len(parties)
     n_sets = len(sets)
     own = [sorted({_as_bytes(x) for x in s}) for s in sets]
     if n == 1:
         return [len(s) for s in own]
     me, first = net.me, parties[0]
-    nxt, prev = net.successor(), net.predecessor()
+    nxt, prev = net.successor(parties), net.predecessor(parties)
     domain = b"ppdm-intersection|" + net.job_id.encode()
     rng = SecureRandom()
     segments = []
@@ -128,7 +141,7 @@ def secure_intersection_cardinalities(
             or (sz.size and int(sz.min()) < 0)
         ):
             raise ProtocolError(frm, step, f"sizes must be {n_sets} non-negative int64 values")
-        pts = validate_points(msg.get("points"), frm, step, chunks=1, count=int(sz.sum()))
+        pts = check_shape(msg.get("points"), frm, step, chunks=1, count=int(sz.sum()))
         return pts, sz
 
     net.send(
@@ -140,7 +153,7 @@ def secure_intersection_cardinalities(
     for hop in range(1, n):
         step = f"{STEP}/encrypt"
         pts, sz = receive_batch(prev, step)
-        pts = key.encrypt(shuffle_segments(pts, sz))
+        pts = shuffle_segments(key.encrypt_received(pts, prev, step, chunks=1), sz)
         if hop < n - 1:
             net.send(nxt, step, {"points": pts, "sizes": sz})
         elif me == first:
@@ -151,9 +164,12 @@ def secure_intersection_cardinalities(
     if me == first:
         if full is None:  # pragma: no cover - n >= 2 always sets it
             raise RuntimeError("no fully encrypted set")
-        batches = [full] + [receive_batch(p, f"{STEP}/encrypted") for p in parties[1:]]
+        batches = [full]
+        for p in parties[1:]:
+            pts, sz = receive_batch(p, f"{STEP}/encrypted")
+            batches.append((validate_points(pts, p, f"{STEP}/encrypted", chunks=1), sz))
         counts = _count_common(batches, n_sets, n)
-        net.broadcast(step, counts)
+        net.broadcast(step, counts, to=parties[1:])
         return [int(c) for c in counts]
     value = net.receive(first, step, expect=np.ndarray)
     if value.dtype != np.int64 or value.shape != (n_sets,) or (value.size and value.min() < 0):

@@ -12,35 +12,34 @@ and gets their union, recovered byte for byte.
    padding to a public size), encrypts with its key ``e_i``, shuffles and sends the set to
    its successor; each party encrypts and shuffles every set it receives and passes it
    on, so each set travels ``n - 1`` hops; a party holding a fully encrypted set (all
-   ``n`` keys) sends it to ``P_0``.
-2. **Mix** — ``P_0`` concatenates the ``n`` fully encrypted sets; the list travels the ring
-   once more, each party encrypting it with a second key ``f_i`` and shuffling, so that
-   no party can tell which set a ciphertext came from; the last party ``P_{n-1}`` removes
-   duplicates (equal items are equal ciphertexts, since every item now carries the same
-   keys).
-3. **Decrypt** — the deduplicated list travels the ring once more from ``P_{n-1}``; each
-   party removes both its layers (one multiplication by ``(e_i f_i)^-1``) and shuffles;
-   the last party decodes the items, drops the fakes, and sends the union to everyone.
+   ``n`` keys) sends it to the collector ``P_0``.
+2. **Merge** — ``P_0`` concatenates the ``n`` fully encrypted sets and removes duplicates
+   (equal items are equal ciphertexts, since every item now carries every key).
+3. **Decrypt** — the deduplicated list travels the ring from ``P_0``; each party removes
+   its layer (multiplication by ``e_i^-1``) and shuffles; the last party decodes the
+   items, drops the fakes, and sends the union to everyone.
 
 Security (semi-honest, DDH in secp256k1)
 ----------------------------------------
 - Everyone learns the union and its size.
-- The number of items each party contributes is hidden up to its fake items (with
-  ``pad_to`` it is hidden completely, as long as sets do not exceed the pad size).
-- ``P_0`` sees each party's fully encrypted set separately, so it learns each party's
-  padded set size, nothing about the items.
-- ``P_{n-1}`` removes duplicates after the mixing ring, so it learns how many union items
-  are held by exactly ``1, 2, ..., n`` parties (the multiplicity histogram of KC 2004),
-  without knowing which parties or which items.
-- The party that decodes learns the total number of fake items, hence (with the list
-  lengths everyone sees) the total of the set sizes.
-- No party learns which party holds which item unless parties collude: the owners of all
-  keys but one cannot link an item to its origin past an honest party's shuffle.
+- The collector ``P_0`` holds every party's fully encrypted set, knowing whose it is, and
+  can compare ciphertexts; so it learns each party's set size including fakes (``pad_to``
+  makes them all equal) and the number of items every group of parties has in common
+  (e.g. ``|S_1 ∩ S_2|``) — never the items. This is the leakage Kantarcioglu & Clifton
+  accept for their merge step (deterministic commutative encryption makes any party that
+  merges origin-labelled sets learn their overlaps; a re-encryption pass cannot hide
+  origins from the party that first receives the labelled sets, so ppdm does not pay for
+  one).
+- The party that decodes learns the total number of fake items.
+- No other party learns anything about which party holds which item: every set it sees
+  is encrypted under a key it lacks, and the decryption pass is shuffled by every party.
+  Linking a union item to its owner needs the collector plus every party's shuffle.
 
-Cost, ``n`` parties, ``m`` items per party (after fakes), ``u`` union items, ``c`` points
-per item (33 bytes each): rounds ``n - 1`` (encrypt) + ``n`` (mix) + ``n`` (decrypt) + 1;
-messages ``n(n-1) + n - 1 + n + n + n - 1``; bytes about ``33 c (n^2 m + n^2 m + n u)``;
-scalar multiplications ``c (n^2 m + n^2 m + n u)`` in total.
+Cost, ``n`` parties, ``m`` items per party (after fakes), ``u`` distinct items (plus fakes),
+``c`` points per item (33 bytes each): rounds ``n - 1`` (encrypt) + 1 + ``n - 1``
+(decrypt) + 1; messages ``n(n-1) + (n-1) + (n-1) + (n-1)``; bytes about
+``33 c (n^2 m + n u)``; scalar multiplications ``c (n^2 m + n u)`` in total, ``c (n m + u)``
+per party (phase 1 runs at all parties at once).
 
 Long items: items longer than :data:`~ppdm.protocols.commutative.CHUNK_BYTES` (29) bytes are
 split over ``ceil(max_item_bytes / 29)`` points, the same number for every item of the
@@ -127,17 +126,18 @@ def secure_set_union(
         return own
     me, first, last = net.me, parties[0], parties[-1]
     nxt, prev = net.successor(), net.predecessor()
-    e, f = CommutativeKey.generate(), CommutativeKey.generate()
+    e = CommutativeKey.generate()
     mine = np.concatenate(
         [encode_items(own, chunks), fake_items(_fake_count(len(own), fake_ratio, pad_to), chunks)]
     )
 
     # 1. Encrypt: every set visits every party once.
     net.send(nxt, f"{STEP}/encrypt", e.encrypt(shuffle_rows(mine)))
+    full_own = None
     for hop in range(1, n):
         step = f"{STEP}/encrypt"
-        batch = validate_points(net.receive(prev, step), prev, step, chunks=chunks)
-        batch = e.encrypt(shuffle_rows(batch))
+        batch = e.encrypt_received(net.receive(prev, step), prev, step, chunks=chunks)
+        batch = shuffle_rows(batch)
         if hop < n - 1:
             net.send(nxt, step, batch)
         elif me == first:
@@ -145,47 +145,30 @@ def secure_set_union(
         else:
             net.send(first, f"{STEP}/encrypted", batch)
 
-    # 2. Mix: one more ring pass under second keys, then deduplicate at the last party.
+    # 2. Merge at the collector, 3. decrypt around the ring.
+    step = f"{STEP}/decrypt"
     if me == first:
         sets = [full_own]
         for p in parties[1:]:
-            step = f"{STEP}/encrypted"
-            sets.append(validate_points(net.receive(p, step), p, step, chunks=chunks))
-        mixed = f.encrypt(shuffle_rows(np.concatenate(sets)))
-        net.send(nxt, f"{STEP}/mix", mixed)
+            s = f"{STEP}/encrypted"
+            sets.append(validate_points(net.receive(p, s), p, s, chunks=chunks))
+        distinct, _ = unique_rows(np.concatenate(sets))
+        batch = shuffle_rows(e.decrypt(distinct))
     else:
-        step = f"{STEP}/mix"
-        mixed = validate_points(net.receive(prev, step), prev, step, chunks=chunks)
-        mixed = f.encrypt(shuffle_rows(mixed))
-        if me != last:
-            net.send(nxt, step, mixed)
-
-    # 3. Decrypt around the ring, starting at the last party.
-    both = e.combined(f)
-    order = [last, *parties[:-1]]
-    pos = order.index(me)
-    step = f"{STEP}/decrypt"
-    if me == last:
-        distinct, _ = unique_rows(mixed)
-        batch = both.decrypt(distinct)
-    else:
-        sender = order[pos - 1]
-        batch = validate_points(net.receive(sender, step), sender, step, chunks=chunks)
-        batch = both.decrypt(batch)
-    batch = shuffle_rows(batch)
-    decoder = order[-1]
-    if me != decoder:
-        net.send(order[pos + 1], step, batch)
-        union = net.receive(decoder, f"{STEP}/result", expect=list)
+        batch = e.decrypt_received(net.receive(prev, step), prev, step, chunks=chunks)
+        batch = shuffle_rows(batch)
+    if me != last:
+        net.send(nxt, step, batch)
+        union = net.receive(last, f"{STEP}/result", expect=list)
         if not all(isinstance(x, bytes) for x in union) or union != sorted(set(union)):
-            raise ProtocolError(decoder, f"{STEP}/result", "union is not a sorted list of items")
+            raise ProtocolError(last, f"{STEP}/result", "union is not a sorted list of items")
         return list(union)
     try:
         real, _fakes = decode_items(batch)
     except ValueError as exc:
-        raise ProtocolError(order[-2], step, f"decryption produced no item: {exc}") from exc
+        raise ProtocolError(prev, step, f"decryption produced no item: {exc}") from exc
     union = sorted(set(real))
     if len(union) != len(real):
-        raise ProtocolError(order[-2], step, "duplicate items survived deduplication")
+        raise ProtocolError(prev, step, "duplicate items survived deduplication")
     net.broadcast(f"{STEP}/result", union)
     return union

@@ -174,3 +174,51 @@ def test_api_dispatches_to_condensation(adult_dir):
     r = anonymize(df, qi=["age"], k=10, algorithm="condensation", rng=4)
     assert len(r.data) + r.suppressed == 300
     assert "suppression_rate" in r.metrics
+
+
+def test_cli_parquet_in_and_out(adult_dir, tmp_path):
+    src = tmp_path / "in.parquet"
+    pd.read_csv(adult_dir / "adult.csv", sep=";").iloc[:2000].to_parquet(src, index=False)
+    out = tmp_path / "out.parquet"
+    code = main(
+        [
+            "anonymize",
+            "--input",
+            str(src),
+            "--qi",
+            "age,sex,race",
+            "--hierarchies",
+            str(adult_dir),
+            "--k",
+            "4",
+            "--algorithm",
+            "incognito",
+            "--output",
+            str(out),
+            "--no-progress",
+        ]
+    )
+    assert code == 0
+    data = pd.read_parquet(out)
+    assert len(data) == 2000
+    assert anonymity.k_anonymity(data, ["age", "sex", "race"]) >= 4
+
+
+def test_wrong_separator_is_explained(tmp_path, capsys):
+    (tmp_path / "t.csv").write_text("a;b\n1;x\n2;y\n")
+    code = main(
+        [
+            "anonymize",
+            "--input",
+            str(tmp_path / "t.csv"),
+            "--qi",
+            "a",
+            "--k",
+            "2",
+            "--output",
+            str(tmp_path / "o.csv"),
+            "--no-progress",
+        ]
+    )
+    assert code == 2
+    assert "is the separator ';'" in capsys.readouterr().err

@@ -109,9 +109,7 @@ def test_seed_example_information_loss() -> None:
 def test_seed_example_taxonomy_distances() -> None:
     il = _il()
     # delta(India, USA) = 3/3, delta(India, Iran) = 2/3 on country (seed 001)
-    country_only = ByunInformationLoss(
-        SEED_TABLE, qi=["country"], hierarchies={"country": COUNTRY}
-    )
+    country_only = ByunInformationLoss(SEED_TABLE, qi=["country"], hierarchies={"country": COUNTRY})
     assert country_only.distance(1, 0) == pytest.approx(1.0)
     assert country_only.distance(1, 3) == pytest.approx(2 / 3)
     assert il.distance(0, 0) == 0.0
@@ -195,7 +193,7 @@ _TREE = Hierarchy.from_rows(
 def _small_tables(draw):
     n = draw(st.integers(3, 14))
     # numeric span 8 (0 and 8 present) and tree heights 1 and 2 keep every IL exact
-    nums = draw(st.lists(st.integers(0, 8), min_size=n - 2, max_size=n - 2)) + [0, 8]
+    nums = [*draw(st.lists(st.integers(0, 8), min_size=n - 2, max_size=n - 2)), 0, 8]
     cats = draw(st.lists(st.sampled_from("abcd"), min_size=n, max_size=n))
     flags = draw(st.lists(st.sampled_from(["p", "q"]), min_size=n, max_size=n))
     k = draw(st.integers(1, n))
@@ -218,6 +216,26 @@ def test_greedy_matches_seed_pseudocode(case) -> None:
 
 
 # -- releases verified by pycanon ---------------------------------------------------------
+
+
+@given(_small_tables(), st.lists(st.sampled_from("xyz"), min_size=14, max_size=14))
+def test_k_member_generated_releases(case, sensitive: list[str]) -> None:
+    table, k, seed = case
+    table = table.assign(s=sensitive[: len(table)])
+    qi = ["num", "cat", "flag"]
+    r = k_member(table, qi=qi, model=KAnonymity(k), hierarchies={"cat": _TREE}, rng=seed)
+    assert anonymity.k_anonymity(r.data, qi) >= k
+    assert sorted(r.data["s"]) == sorted(table["s"])
+    if table["s"].nunique() >= 2:
+        r = k_member(
+            table,
+            qi=qi,
+            model=make_models(k=k, l=2),
+            sensitive="s",
+            hierarchies={"cat": _TREE},
+            rng=seed,
+        )
+        assert anonymity.l_diversity(r.data, qi, ["s"]) >= 2
 
 
 def test_k_member_adult_k_anonymity(adult) -> None:
@@ -264,12 +282,16 @@ def test_k_member_adult_sensitive_models(adult, model) -> None:
     groups = data.groupby(ADULT_QI)["occupation"]
     assert anonymity.k_anonymity(data, ADULT_QI) >= model.min_class_size
     if isinstance(model, EntropyLDiversity):
-        ent = groups.apply(lambda s: -(s.value_counts(normalize=True).pipe(lambda p: p * np.log(p))).sum())
+        ent = groups.apply(
+            lambda s: -(s.value_counts(normalize=True).pipe(lambda p: p * np.log(p))).sum()
+        )
         assert ent.min() >= np.log(2.0) - 1e-9
     elif isinstance(model, RecursiveCLDiversity):
+
         def ok(s: pd.Series) -> bool:
             r_ = np.sort(s.value_counts().to_numpy())[::-1]
             return r_[0] < 3 * r_[1:].sum()
+
         assert groups.apply(ok).all()
     elif any(isinstance(m, DistinctLDiversity) for m in model.models):
         assert anonymity.l_diversity(data, ADULT_QI, ["occupation"]) >= 3

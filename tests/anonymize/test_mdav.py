@@ -57,13 +57,15 @@ def _naive_mdav(x: np.ndarray, k: int) -> np.ndarray:
 
     while len(remaining) >= 3 * k:
         avg = x[remaining].mean(axis=0)
-        xr = max(remaining, key=lambda i: d(x[i], avg))
+        xr = max(remaining, key=lambda i: d(x[i], avg))  # max() keeps the first of ties
+        cluster = nearest(xr, remaining)
+        labels[cluster] = g
+        remaining = [i for i in remaining if i not in cluster]
         xs = max(remaining, key=lambda i: d(x[i], x[xr]))
-        for seed in (xr, xs):
-            cluster = nearest(seed, remaining)
-            labels[cluster] = g
-            g += 1
-            remaining = [i for i in remaining if i not in cluster]
+        cluster = nearest(xs, remaining)
+        labels[cluster] = g + 1
+        remaining = [i for i in remaining if i not in cluster]
+        g += 2
     if len(remaining) >= 2 * k:
         avg = x[remaining].mean(axis=0)
         xr = max(remaining, key=lambda i: d(x[i], avg))
@@ -81,8 +83,12 @@ def _partition(labels: np.ndarray) -> set[frozenset[int]]:
 
 
 @given(
-    arrays(np.float64, st.tuples(st.integers(2, 40), st.integers(1, 3)),
-           elements=st.floats(-100, 100, allow_nan=False, width=32), unique=True),
+    arrays(
+        np.float64,
+        st.tuples(st.integers(2, 40), st.integers(1, 3)),
+        elements=st.floats(-100, 100, allow_nan=False, width=32),
+        unique=True,
+    ),
     st.integers(1, 6),
 )
 def test_mdav_generic_matches_naive(x: np.ndarray, k: int) -> None:
@@ -90,8 +96,7 @@ def test_mdav_generic_matches_naive(x: np.ndarray, k: int) -> None:
         return
     space = MixedSpace(x, np.zeros(x.shape[1], dtype=bool), np.zeros((len(x), 0), int), [])
     fast = mdav_generic(space, k)
-    # Distances between distinct random records essentially never tie; the naive
-    # version breaks the remaining ties by row as well.
+    # Both break ties (equal distances) by the lowest row.
     assert _partition(fast) == _partition(_naive_mdav(x, k))
     sizes = np.bincount(fast)
     if len(x) >= 2 * k:
@@ -151,8 +156,9 @@ def test_mdav_continuous_release_preserves_means() -> None:
 
 def test_mdav_ordinal_uses_the_category_order() -> None:
     levels = ["low", "mid", "high", "top"]
-    col = pd.Categorical(["low", "low", "mid", "top", "top", "high"], categories=levels,
-                         ordered=True)
+    col = pd.Categorical(
+        ["low", "low", "mid", "top", "top", "high"], categories=levels, ordered=True
+    )
     table = pd.DataFrame({"grade": col, "x": [0, 0, 0, 0, 0, 0]})
     r = mdav(table, qi=["grade"], model=KAnonymity(3), rng=0)
     assert r.info["attribute_types"]["grade"] == "ordinal"
@@ -163,22 +169,40 @@ def test_mdav_ordinal_uses_the_category_order() -> None:
 def test_mdav_adult_k_and_sensitive_models(adult) -> None:
     table, hierarchies = adult
     sub = table.sample(2000, random_state=3).reset_index(drop=True)
-    r = mdav(sub, qi=ADULT_QI, model=KAnonymity(10), hierarchies=hierarchies, rng=2,
-             attribute_types={"education": "ordinal"})
+    r = mdav(
+        sub,
+        qi=ADULT_QI,
+        model=KAnonymity(10),
+        hierarchies=hierarchies,
+        rng=2,
+        attribute_types={"education": "ordinal"},
+    )
     assert anonymity.k_anonymity(r.data, ADULT_QI) >= 10
     assert r.metrics["il2"] == pytest.approx(0.0, abs=1e-12)
     assert 0 < r.metrics["categorical_change_rate"] < 1
     h = hierarchies["education"]
     assert set(r.data["education"]) <= set(h.values)  # aggregates are real categories
 
-    r = mdav(sub, qi=ADULT_QI, model=make_models(k=5, l=3), sensitive="occupation",
-             hierarchies=hierarchies, rng=2)
+    r = mdav(
+        sub,
+        qi=ADULT_QI,
+        model=make_models(k=5, l=3),
+        sensitive="occupation",
+        hierarchies=hierarchies,
+        rng=2,
+    )
     assert anonymity.k_anonymity(r.data, ADULT_QI) >= 5
     assert anonymity.l_diversity(r.data, ADULT_QI, ["occupation"]) >= 3
     assert r.info["merges"] > 0
 
-    r = mdav(sub, qi=ADULT_QI, model=make_models(k=5, t=0.3), sensitive="occupation",
-             hierarchies=hierarchies, rng=2)
+    r = mdav(
+        sub,
+        qi=ADULT_QI,
+        model=make_models(k=5, t=0.3),
+        sensitive="occupation",
+        hierarchies=hierarchies,
+        rng=2,
+    )
     assert anonymity.t_closeness(r.data, ADULT_QI, ["occupation"]) <= 0.3 + 1e-9
 
 

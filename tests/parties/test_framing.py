@@ -7,7 +7,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ppdm.parties.grpc_net import FramingError, Reassembler, split_envelope
+from ppdm.parties.grpc_net import (
+    FramingError,
+    Reassembler,
+    encode_frames,
+    parse_frame,
+    split_envelope,
+)
 from ppdm.parties.node import from_struct, to_struct
 from ppdm.proto.ppdm.v1 import envelope_pb2 as env_pb
 
@@ -89,7 +95,13 @@ def _frame(**kw):
         ([_frame(chunk_count=3), _frame(chunk_index=2, chunk_count=3)], "chunk 2 arrived"),
         ([_frame(chunk_count=3), _frame(chunk_index=1, chunk_count=4)], "chunk_count changed"),
         ([_frame(chunk_count=2), _frame(chunk_index=1, chunk_count=2, data=b"")], "empty chunk"),
-        ([_frame(chunk_count=3, data=b"x" * 60), _frame(chunk_index=1, chunk_count=3, data=b"y" * 60)], "larger than"),
+        (
+            [
+                _frame(chunk_count=3, data=b"x" * 60),
+                _frame(chunk_index=1, chunk_count=3, data=b"y" * 60),
+            ],
+            "larger than",
+        ),
     ],
 )
 def test_malformed_frames_are_refused(frames, message):
@@ -111,7 +123,9 @@ def test_oversized_single_frame_is_refused():
         | st.integers()
         | st.floats(allow_nan=False)
         | st.text(max_size=20),
-        lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=5), kids, max_size=4),
+        lambda kids: (
+            st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=5), kids, max_size=4)
+        ),
         max_leaves=10,
     )
 )
@@ -132,3 +146,74 @@ def test_struct_without_json_is_refused():
     s.update({"json": "{not json"})
     with pytest.raises(ValueError, match="not valid JSON"):
         from_struct(s, "job result")
+
+
+@given(
+    data=st.binary(max_size=200),
+    job_id=st.text(max_size=40),
+    seq=st.integers(min_value=0, max_value=2**64 - 1),
+    chunk=st.integers(min_value=1, max_value=80),
+)
+def test_hand_encoded_frames_are_protobuf_frames(data, job_id, seq, chunk):
+    wire = encode_frames(data, job_id=job_id, seq=seq, max_chunk=chunk)
+    count = max(1, -(-len(data) // chunk))
+    assert len(wire) == count
+    for i, raw in enumerate(wire):
+        expected = env_pb.Frame(
+            job_id=job_id,
+            seq=seq,
+            chunk_index=i,
+            chunk_count=count,
+            data=data[i * chunk : (i + 1) * chunk],
+        )
+        assert raw == expected.SerializeToString()
+        view = parse_frame(raw)
+        assert (view.job_id, view.seq, view.chunk_index, view.chunk_count) == (
+            job_id,
+            seq,
+            i,
+            count,
+        )
+        assert bytes(view.data) == expected.data
+
+
+def test_parse_frame_skips_unknown_fields_like_protobuf():
+    raw = env_pb.Frame(job_id="j", seq=1, chunk_count=1, data=b"abc").SerializeToString()
+    # field 9 varint, field 10 fixed64, field 11 length-delimited, field 12 fixed32
+    extra = b"\x48\x05" + b"\x51" + b"\x00" * 8 + b"\x5a\x02hi" + b"\x65" + b"\x00" * 4
+    view = parse_frame(extra + raw)
+    assert (view.job_id, view.seq, bytes(view.data)) == ("j", 1, b"abc")
+    assert env_pb.Frame.FromString(extra + raw).data == b"abc"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"\x0a\x05ab",  # job id runs past the end
+        b"\x10\xff\xff",  # truncated varint
+        b"\x10" + b"\xff" * 10 + b"\x01",  # varint too long
+        b"\x0b",  # wire type 3 (groups) is not used
+        b"\x00\x01",  # field number 0
+        b"\x0a\x02\xff\xfe",  # job id not UTF-8
+        b"\x51\x00\x00",  # fixed64 runs past the end
+    ],
+)
+def test_parse_frame_refuses_bytes_that_are_not_a_frame(raw):
+    with pytest.raises(FramingError):
+        parse_frame(raw)
+
+
+@given(st.binary(max_size=64))
+def test_parse_frame_never_fails_otherwise(raw):
+    try:
+        view = parse_frame(raw)
+    except FramingError:
+        return
+    assert isinstance(view.job_id, str) and view.seq >= 0
+
+
+def test_reassembler_accepts_parsed_views():
+    wire = encode_frames(b"0123456789", job_id="job", seq=1, max_chunk=3)
+    reasm = Reassembler(100)
+    got = [reasm.feed(parse_frame(w)) for w in wire]
+    assert got[-1] == b"0123456789" and got[:-1] == [None] * 3

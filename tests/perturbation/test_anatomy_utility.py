@@ -45,7 +45,7 @@ from ppdm.errors import ConfigError
     l=st.integers(2, 4),
     seed=st.integers(0, 1000),
 )
-def test_anatomy_groups_are_l_diverse(counts, l, seed):
+def test_anatomy_groups_are_l_diverse(counts, l, seed):  # noqa: E741
     s = np.repeat(np.arange(len(counts)), counts)
     if max(counts) * l > len(s):
         with pytest.raises(ConfigError):
@@ -106,17 +106,23 @@ def test_equation_13_equals_grouped_estimate_and_brute_force():
 
 def test_equation_12_equals_generalized_estimate():
     codes, dims = _small(3)
-    labels = pd.DataFrame({"a": np.where(codes[:, 0] < 2, "0-1", "2"), "b": np.where(codes[:, 1] < 2, "lo", "hi")})
+    labels = pd.DataFrame(
+        {"a": np.where(codes[:, 0] < 2, "0-1", "2"), "b": np.where(codes[:, 1] < 2, "lo", "hi")}
+    )
     s = codes[:, -1]
     est = generalized_table_estimate(codes[:, :-1], labels, s, dims)
     assert est.sum() == pytest.approx(len(codes))
     q = {0: [1], 1: [0, 3]}
     rs = [0, 2]
     direct = count_query_generalized(codes[:, :-1], labels, s, q, rs)
-    assert answer_count_queries(est, [CountQuery(((1,), (0, 3), (0, 2)))])[0] == pytest.approx(direct)
+    assert answer_count_queries(est, [CountQuery(((1,), (0, 3), (0, 2)))])[0] == pytest.approx(
+        direct
+    )
     # brute force: a group 'a=0-1, b=lo' covers a in {0,1}, b in {0,1}
     brute = 0.0
-    for (la, lb), part in pd.DataFrame({"la": labels["a"], "lb": labels["b"], "s": s}).groupby(["la", "lb"]):
+    for (la, lb), part in pd.DataFrame({"la": labels["a"], "lb": labels["b"], "s": s}).groupby(
+        ["la", "lb"]
+    ):
         cov_a = {"0-1": [0, 1], "2": [2]}[la]
         cov_b = {"lo": [0, 1], "hi": [2, 3]}[lb]
         frac = len(set(cov_a) & {1}) / len(cov_a) * len(set(cov_b) & {0, 3}) / len(cov_b)

@@ -42,7 +42,10 @@ FIG1 = pd.DataFrame(
 @pytest.fixture(scope="module")
 def adult(adult_dir):
     df = pd.read_csv(adult_dir / "adult.csv", sep=";")
-    return encode(df, ["education", "marital-status", "race", "sex", "workclass", "salary-class", "occupation"])
+    return encode(
+        df,
+        ["education", "marital-status", "race", "sex", "workclass", "salary-class", "occupation"],
+    )
 
 
 def test_fig1_probabilistic_anonymity_is_about_11():
@@ -50,7 +53,7 @@ def test_fig1_probabilistic_anonymity_is_about_11():
     dists = attribute_distributions(enc.codes, enc.dims)
     assert round(probabilistic_anonymity(dists, [1 / 3] * 3)) == 11
     # section 6's example: alpha = P(age anonymized) * 50% ~ 17% > 1 / Pa(D')
-    assert (1 / 3) * 0.5 > 1 / probabilistic_anonymity(dists, [1 / 3] * 3)
+    assert 1 / probabilistic_anonymity(dists, [1 / 3] * 3) < (1 / 3) * 0.5
 
 
 def test_proposition_7_entropy_proportional_p_maximizes_pa(adult):
@@ -72,7 +75,9 @@ def test_ra_changes_one_attribute_and_keeps_marginals(adult):
     out = ra(qi, dims, rng=1)
     assert (out != qi).sum(axis=1).max() <= 1
     for j, d in enumerate(dims):
-        assert np.bincount(out[:, j], minlength=d) / len(out) == pytest.approx(np.bincount(qi[:, j], minlength=d) / len(qi), abs=0.01)
+        assert np.bincount(out[:, j], minlength=d) / len(out) == pytest.approx(
+            np.bincount(qi[:, j], minlength=d) / len(qi), abs=0.01
+        )
     out3 = enhanced_ra(qi, dims, lam=3, rng=2)
     assert (out3 != qi).sum(axis=1).max() <= 3
 
@@ -102,13 +107,19 @@ def test_equation_10_lift_form(adult):
     total = 0.0
     for k, a in enumerate(attrs):
         rest = [x for x in range(len(attrs)) if x != k]
-        supp_rest = np.mean(np.all(qi[:, [attrs[x] for x in rest]] == [values[x] for x in rest], axis=1))
+        supp_rest = np.mean(
+            np.all(qi[:, [attrs[x] for x in rest]] == [values[x] for x in rest], axis=1)
+        )
         lift = supp / (supp_rest * dists[a][values[k]])
         total += 1 / lift - 1
     closed = abs(total) / m
-    assert expected_relative_bias(qi, dims, attrs, values, p=np.full(m, 1 / m)) == pytest.approx(closed)
+    assert expected_relative_bias(qi, dims, attrs, values, p=np.full(m, 1 / m)) == pytest.approx(
+        closed
+    )
     # single attribute: zero bias (seed 002 section 5.2)
-    assert expected_relative_bias(qi, dims, [1], [int(qi[0, 1])], p=np.full(m, 1 / m)) == pytest.approx(0.0, abs=1e-12)
+    assert expected_relative_bias(
+        qi, dims, [1], [int(qi[0, 1])], p=np.full(m, 1 / m)
+    ) == pytest.approx(0.0, abs=1e-12)
 
 
 def test_inference_probability_within_proposition_10_bound(adult):
@@ -119,7 +130,9 @@ def test_inference_probability_within_proposition_10_bound(adult):
         q = [int(v) for v in qi[row]]
         prob = inference_probability(qi, dims, q)
         supp = np.mean(np.all(qi == q, axis=1))
-        minus = min(np.mean(np.all(np.delete(qi, i, axis=1) == np.delete(q, i), axis=1)) for i in range(4))
+        minus = min(
+            np.mean(np.all(np.delete(qi, i, axis=1) == np.delete(q, i), axis=1)) for i in range(4)
+        )
         pq = [dists[i][q[i]] for i in range(4)]
         bound = max(supp / minus, max(pq) / sum(pq))
         assert 0 < prob <= bound + 1e-12
@@ -129,6 +142,11 @@ def test_inference_probability_within_proposition_10_bound(adult):
 def test_random_anonymization_dataframe():
     rel = random_anonymization(FIG1, qi=["age", "job", "country"], rng=3)
     assert (rel.data["disease"] == FIG1["disease"]).all()
-    assert rel.anonymity == pytest.approx(probabilistic_anonymity(
-        attribute_distributions(encode(FIG1, ["age", "job", "country"]).codes, (5, 5, 4)), rel.p))
-    assert ((rel.data[["age", "job", "country"]] != FIG1[["age", "job", "country"]]).sum(axis=1) <= 1).all()
+    assert rel.anonymity == pytest.approx(
+        probabilistic_anonymity(
+            attribute_distributions(encode(FIG1, ["age", "job", "country"]).codes, (5, 5, 4)), rel.p
+        )
+    )
+    assert (
+        (rel.data[["age", "job", "country"]] != FIG1[["age", "job", "country"]]).sum(axis=1) <= 1
+    ).all()

@@ -45,7 +45,9 @@ def test_reconstruction_converges_to_the_truth_as_n_grows(method, noise):
 def test_convergence_tests_stop(stopping):
     x = np.random.default_rng(0).exponential(1.0, 20_000)
     noise = Noise("gaussian", 0.5)
-    r = bayes_reconstruct(add_noise(x, noise, rng=1), noise, bins=10, bounds=(0, 5), stopping=stopping)
+    r = bayes_reconstruct(
+        add_noise(x, noise, rng=1), noise, bins=10, bounds=(0, 5), stopping=stopping
+    )
     assert r.converged and r.iterations < 1000
     assert r.probabilities.sum() == pytest.approx(1.0)
     assert r.probabilities[0] > r.probabilities[5]
@@ -72,13 +74,20 @@ def test_naive_bayes_on_reconstructed_distributions_matches_clear_data():
     g = np.random.default_rng(11)
     n = 20_000
     y = g.random(n) < 0.4
-    x = np.column_stack([g.normal(np.where(y, 2.0, 0.0), 1.0), g.normal(np.where(y, -1.0, 1.0), 1.5)])
+    x = np.column_stack(
+        [g.normal(np.where(y, 2.0, 0.0), 1.0), g.normal(np.where(y, -1.0, 1.0), 1.5)]
+    )
     noises = [Noise("gaussian", 1.0), Noise("uniform", 2.0)]
     z = np.column_stack([add_noise(x[:, j], noises[j], rng=20 + j) for j in range(2)])
     test_y = g.random(5000) < 0.4
-    test_x = np.column_stack([g.normal(np.where(test_y, 2.0, 0.0), 1.0), g.normal(np.where(test_y, -1.0, 1.0), 1.5)])
+    test_x = np.column_stack(
+        [g.normal(np.where(test_y, 2.0, 0.0), 1.0), g.normal(np.where(test_y, -1.0, 1.0), 1.5)]
+    )
     clear = (GaussianNB().fit(x, y).predict(test_x) == test_y).mean()
-    private = (RandomizedNaiveBayes(noises, bins=16, bounds=[(-4, 6), (-6, 6)]).fit(z, y).predict(test_x) == test_y).mean()
+    private = (
+        RandomizedNaiveBayes(noises, bins=16, bounds=[(-4, 6), (-6, 6)]).fit(z, y).predict(test_x)
+        == test_y
+    ).mean()
     assert private > clear - 0.02
     # a model that ignores the noise (histograms of z) is worse than the reconstruction
     ignore = RandomizedNaiveBayes([Noise("gaussian", 1e-3)] * 2, bins=16, bounds=[(-4, 6), (-6, 6)])

@@ -66,11 +66,16 @@ def test_estimate_and_covariance_equal_explicit(dims, seed):
     lam = (big @ pi.ravel()).reshape(dims)
     assert np.allclose(estimate_table(lam, ps).ravel(), inv @ lam.ravel())
     n = 1000
-    explicit = inv @ (np.diag(big @ pi.ravel()) - np.outer(big @ pi.ravel(), big @ pi.ravel())) @ inv.T / n
+    explicit = (
+        inv @ (np.diag(big @ pi.ravel()) - np.outer(big @ pi.ravel(), big @ pi.ravel())) @ inv.T / n
+    )
     assert np.allclose(covariance(pi, ps, n), explicit)
     assert np.allclose(covariance_diagonal(pi, ps, n).ravel(), np.diag(explicit))
     # lemmas 4 and 5: trace(Sigma) = (prod ||P_i^-1||_F^2 / d_i - ||pi||^2) / N
-    closed = (np.prod([inverse_frobenius_sq(d, p) / d for d, p in zip(dims, ps, strict=True)]) - (pi**2).sum()) / n
+    closed = (
+        np.prod([inverse_frobenius_sq(d, p) / d for d, p in zip(dims, ps, strict=True)])
+        - (pi**2).sum()
+    ) / n
     assert trace_covariance(pi, ps, n) == pytest.approx(closed, rel=1e-9)
     assert trace_covariance(pi, ps, n) == pytest.approx(np.trace(explicit), rel=1e-9)
 
@@ -115,7 +120,6 @@ def test_estimate_is_unbiased_over_repeated_randomizations():
 
 
 def test_em_estimate_is_a_distribution_close_to_inverse_when_inverse_is_valid():
-    dims = (3, 3)
     pi = np.array([[0.2, 0.1, 0.05], [0.1, 0.2, 0.05], [0.05, 0.05, 0.2]])
     ps = [0.7, 0.6]
     lam = kron_apply([distortion_matrix(3, 0.7), distortion_matrix(3, 0.6)], pi) * 1000
@@ -143,7 +147,9 @@ def test_qi_reconstruction_probability_equals_brute_force():
     ps = [0.7, 0.5]
     big = _kron([distortion_matrix(d, p) for d, p in zip(dims, ps, strict=True)])
     lam = big @ pi.ravel()
-    brute = np.array([sum(big[b, a] ** 2 * pi.ravel()[a] / lam[b] for b in range(6)) for a in range(6)])
+    brute = np.array(
+        [sum(big[b, a] ** 2 * pi.ravel()[a] / lam[b] for b in range(6)) for a in range(6)]
+    )
     assert np.allclose(qi_reconstruction_probability(pi, ps).ravel(), brute)
 
 
@@ -225,8 +231,10 @@ def test_rr_s_infeasible_when_a_group_has_one_value(esgro):
 
 
 def test_randomized_response_release_roundtrip(esgro):
-    df, enc, pi = esgro
-    rel = randomized_response(df, qi=["education", "salary-class", "sex", "race"], sensitive="occupation", l=3, rng=1)
+    df, _enc, pi = esgro
+    rel = randomized_response(
+        df, qi=["education", "salary-class", "sex", "race"], sensitive="occupation", l=3, rng=1
+    )
     assert rel.parameters is not None and rel.parameters.max_risk <= 1 / 3 + 1e-9
     est = rel.estimate()
     assert est.sum() == pytest.approx(len(df))
@@ -240,4 +248,9 @@ def test_explicit_ps_and_itertools_cover_all_cells():
     df = pd.DataFrame({"a": list("xyxy"), "s": list("pqqp")})
     rel = randomized_response(df, qi=["a"], sensitive="s", ps=[1.0, None], rng=0)
     assert rel.data.equals(df)
-    assert set(itertools.product(*rel.encoded.categories)) == {("x", "p"), ("x", "q"), ("y", "p"), ("y", "q")}
+    assert set(itertools.product(*rel.encoded.categories)) == {
+        ("x", "p"),
+        ("x", "q"),
+        ("y", "p"),
+        ("y", "q"),
+    }

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from fractions import Fraction
-from numbers import Real
 
 import gmpy2
 import numpy as np
@@ -43,7 +42,7 @@ _MAX_PRECISION = 1 << 16
 Bounds = Callable[[int], tuple[gmpy2.mpfr, gmpy2.mpfr]]
 
 
-def to_fraction(x: Real | Fraction | int | float | str) -> Fraction:
+def to_fraction(x: float | Fraction | str) -> Fraction:
     """Read a privacy parameter as an exact rational.
 
     Floats are read as the shortest decimal that prints as them (``0.1`` is 1/10), so
@@ -118,12 +117,21 @@ class Expansion:
         prec = shift + 64
         while prec <= _MAX_PRECISION:
             lo, hi = self._bounds(prec)
-            a = int(gmpy2.floor(gmpy2.mul_2exp(lo, shift)))
-            b = int(gmpy2.floor(gmpy2.mul_2exp(hi, shift)))
+            # Exact: an MPFR number is a dyadic rational, so scale and floor it in
+            # integer arithmetic (MPFR arithmetic here would round to the context's
+            # precision).
+            a = _floor_scaled(lo, shift)
+            b = _floor_scaled(hi, shift)
             if a == b:
                 return a
             prec *= 2
         raise ArithmeticError("could not separate the probability from a digit boundary")
+
+
+def _floor_scaled(x: gmpy2.mpfr, shift: int) -> int:
+    """``floor(x * 2**shift)`` computed exactly."""
+    q = gmpy2.mpq(x)
+    return int((int(q.numerator) << shift) // int(q.denominator))
 
 
 def _ctx(prec: int, up: bool) -> gmpy2.context:
@@ -247,9 +255,7 @@ class BernoulliTable:
         k = 1
         while pending.size:
             u = uniform_words(rng, len(pending))
-            d = np.array(
-                [self.expansion(int(i)).digit(k) for i in which[pending]], dtype=np.uint32
-            )
+            d = np.array([self.expansion(int(i)).digit(k) for i in which[pending]], dtype=np.uint32)
             out[pending] = u < d
             pending = pending[u == d]
             k += 1

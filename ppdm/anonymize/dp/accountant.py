@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
-from numbers import Real
 
 from ppdm.anonymize.dp._exact import to_fraction
 from ppdm.errors import PPDMError
@@ -30,7 +29,7 @@ __all__ = ["BudgetAccountant", "BudgetExceededError", "Charge", "ParallelGroup"]
 
 log = logging.getLogger(__name__)
 
-Amount = Real | Fraction | str
+Amount = float | Fraction | str
 
 
 class BudgetExceededError(PPDMError):

@@ -93,7 +93,8 @@ def dp_count(
     if accountant is not None:
         accountant.spend(epsilon, delta, label=label)
     arr = data if isinstance(data, pd.DataFrame) else _values(data)
-    true = int(np.count_nonzero(arr)) if getattr(arr, "dtype", None) == bool else len(arr)
+    is_mask = not isinstance(arr, pd.DataFrame) and arr.dtype.kind == "b"
+    true = int(np.count_nonzero(arr)) if is_mask else len(arr)
     return int(_integer_mechanism(mechanism, epsilon, delta, 1).randomise(true, rng=rng))
 
 

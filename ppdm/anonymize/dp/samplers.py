@@ -35,7 +35,6 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 from functools import lru_cache
-from numbers import Real
 
 import numpy as np
 
@@ -122,7 +121,7 @@ def _check_size(size: int) -> int:
     return size
 
 
-def _scale_rate(scale: Real | Fraction | str) -> Fraction:
+def _scale_rate(scale: float | Fraction | str) -> Fraction:
     s = to_fraction(scale)
     if s <= 0:
         raise ValueError(f"scale must be positive, got {scale}")
@@ -131,9 +130,7 @@ def _scale_rate(scale: Real | Fraction | str) -> Fraction:
     return 1 / s
 
 
-def sample_geometric(
-    scale: Real | Fraction | str, size: int, rng: RngLike = None
-) -> np.ndarray:
+def sample_geometric(scale: float | Fraction | str, size: int, rng: RngLike = None) -> np.ndarray:
     """Exact geometric variates ``G >= 0`` with ``P(G = g) ∝ exp(-g / scale)``.
 
     Parameters
@@ -178,7 +175,7 @@ def _discrete_laplace(rate: Fraction, size: int, rng: RandomSource) -> np.ndarra
 
 
 def sample_discrete_laplace(
-    scale: Real | Fraction | str, size: int, rng: RngLike = None
+    scale: float | Fraction | str, size: int, rng: RngLike = None
 ) -> np.ndarray:
     """Exact discrete Laplace (two-sided geometric) noise, vectorized.
 
@@ -225,9 +222,7 @@ class _DiscreteGaussian:
         self.sigma2 = sigma2
         self.t = _isqrt_floor(sigma2) + 1
         tau = sigma2 / self.t
-        self.accept = BernoulliTable(
-            64, lambda y: exp_neg((Fraction(y) - tau) ** 2 / (2 * sigma2))
-        )
+        self.accept = BernoulliTable(64, lambda y: exp_neg((Fraction(y) - tau) ** 2 / (2 * sigma2)))
 
     def sample(self, size: int, rng: RandomSource) -> np.ndarray:
         out = np.empty(size, dtype=np.int64)
@@ -250,7 +245,7 @@ def _discrete_gaussian(sigma2: Fraction) -> _DiscreteGaussian:
 
 
 def sample_discrete_gaussian(
-    sigma: Real | Fraction | str, size: int, rng: RngLike = None
+    sigma: float | Fraction | str, size: int, rng: RngLike = None
 ) -> np.ndarray:
     """Exact discrete Gaussian noise ``P(X = x) ∝ exp(-x**2 / (2 sigma**2))`` on the integers.
 

@@ -79,7 +79,7 @@ def encode(
     for j, col in enumerate(columns):
         values = table[col].astype(str).to_numpy()
         if categories is None:
-            cats, inv = np.unique(values, return_inverse=True)
+            inv, cats = pd.factorize(values, sort=True)
             cats_out.append(tuple(str(c) for c in cats))
             codes[:, j] = inv
         else:

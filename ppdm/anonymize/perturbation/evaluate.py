@@ -33,6 +33,7 @@ from ppdm.anonymize.perturbation.anatomy import (
 )
 from ppdm.anonymize.perturbation.ra import random_anonymization
 from ppdm.anonymize.perturbation.randomized_response import (
+    Scheme,
     em_estimate_table,
     estimate_table,
     randomized_response,
@@ -131,9 +132,10 @@ def _estimate(
     """Release with ``method`` at ``value``; return (estimated table in counts, max risk,
     details)."""
     if method in ("rr-both", "rr-s", "rr-qi"):
+        scheme: Scheme = method  # type: ignore[assignment]
         rel = randomized_response(
-            table, qi=qi, sensitive=sensitive, scheme=method, l=value, rng=rng
-        )  # type: ignore[arg-type]
+            table, qi=qi, sensitive=sensitive, scheme=scheme, l=value, rng=rng
+        )
         # the release is coded over its own categories; recode over the original's
         enc = encode(rel.data, [*qi, sensitive], categories=categories)
         lam = contingency(enc.codes, dims)
@@ -166,8 +168,8 @@ def _estimate(
         risk = _grouped_risk(sub, gid)
         return est, risk, {"released": len(rows), "classes": int(gid.max() + 1)}
     if method == "ra":
-        lam = int(value)
-        rel_r = random_anonymization(table, qi=qi, lam=lam, rng=rng)
+        n_attrs = int(value)
+        rel_r = random_anonymization(table, qi=qi, lam=n_attrs, rng=rng)
         enc = encode(rel_r.data, [*qi, sensitive], categories=categories)
         est = contingency(enc.codes, dims)
         risk = 1.0 / rel_r.anonymity if rel_r.anonymity else math.nan

@@ -79,7 +79,7 @@ def optimal_selection_probabilities(dists: Sequence[np.ndarray]) -> np.ndarray:
     return w / w.sum()
 
 
-def probabilistic_anonymity(dists: Sequence[np.ndarray], p: Sequence[float]) -> float:
+def probabilistic_anonymity(dists: Sequence[np.ndarray], p: Sequence[float] | np.ndarray) -> float:
     """``Pa(D')`` with ``ln Pa = sum_i p_i (Entropy(Q_i) - ln p_i)`` (seed 002, eq. 1).
 
     Seed 002 section 6: the data of its Fig. 1 (Age, Job, Country) with ``p_i = 1/3``
@@ -92,14 +92,21 @@ def probabilistic_anonymity(dists: Sequence[np.ndarray], p: Sequence[float]) -> 
     >>> round(probabilistic_anonymity(dists, optimal_selection_probabilities(dists)), 2)
     11.45
     """
-    p = np.asarray(p, dtype=np.float64)
-    if len(p) != len(dists):
+    pv = np.asarray(p, dtype=np.float64)
+    if len(pv) != len(dists):
         raise ValueError("one selection probability per attribute")
-    if np.any(p < 0) or not math.isclose(float(p.sum()), 1.0, rel_tol=1e-9):
+    if np.any(pv < 0) or not math.isclose(float(pv.sum()), 1.0, rel_tol=1e-9):
         raise ValueError("selection probabilities must be non-negative and sum to 1")
     h = np.array([entropy(d) for d in dists])
-    nz = p > 0
-    return float(math.exp(np.sum(p[nz] * (h[nz] - np.log(p[nz])))))
+    nz = pv > 0
+    return float(math.exp(np.sum(pv[nz] * (h[nz] - np.log(pv[nz])))))
+
+
+def _choice(r: RandomSource, n: int, size: int, p: np.ndarray) -> np.ndarray:
+    """``size`` draws from ``range(n)`` with probabilities ``p`` (inverse CDF)."""
+    cdf = np.cumsum(np.asarray(p, dtype=np.float64))
+    idx = np.searchsorted(cdf / cdf[-1], r.random(size), side="right")
+    return np.minimum(idx, n - 1).astype(np.int64)
 
 
 def _replace(
@@ -109,7 +116,7 @@ def _replace(
     for j, dist in enumerate(dists):
         rows = np.flatnonzero(selected[:, j])
         if rows.size:
-            out[rows, j] = r.choice(len(dist), rows.size, p=dist)
+            out[rows, j] = _choice(r, len(dist), rows.size, dist)
     return out
 
 
@@ -117,7 +124,7 @@ def ra(
     codes: np.ndarray,
     dims: Sequence[int],
     *,
-    p: Sequence[float] | None = None,
+    p: Sequence[float] | np.ndarray | None = None,
     rng: int | RandomSource | None = None,
 ) -> np.ndarray:
     """The RA algorithm (seed 002 algorithm 1) on integer-coded QI columns.
@@ -132,7 +139,7 @@ def ra(
     if len(probs) != m or np.any(probs < 0) or not math.isclose(float(probs.sum()), 1.0):
         raise ConfigError("p must give one non-negative probability per QI attribute, sum 1")
     r = make_rng(rng)
-    k = r.choice(m, n, p=probs)
+    k = _choice(r, m, n, probs)
     selected = np.zeros((n, m), dtype=bool)
     selected[np.arange(n), k] = True
     return _replace(codes, selected, dists, r)

@@ -230,7 +230,7 @@ def em_estimate_table(
     observed: np.ndarray,
     ps: Sequence[float | None],
     *,
-    tol: float = 1e-10,
+    tol: float = 1e-8,
     max_iter: int = 5000,
 ) -> np.ndarray:
     """Maximum-likelihood estimate of the original table by EM (iterative Bayes).
@@ -481,7 +481,8 @@ def optimal_parameters(
 
     def risks(x: np.ndarray) -> np.ndarray:
         ps = full_ps(x)
-        r = disclosure_risk(pi, p_qi=ps[:-1] if qi_on else None, p_s=ps[-1] if s_on else None)
+        p_qi = [1.0 if v is None else v for v in ps[:-1]] if qi_on else None
+        r = disclosure_risk(pi, p_qi=p_qi, p_s=ps[-1] if s_on else None)
         return r[occupied]
 
     def objective(x: np.ndarray) -> float:
@@ -511,7 +512,7 @@ def optimal_parameters(
         x0 = np.ones(len(free))
     else:
         a, b = 0.0, 1.0
-        for _ in range(40):
+        for _ in range(30):
             mid = 0.5 * (a + b)
             if float(risks(lower + mid * (1 - lower)).max()) <= tau:
                 a = mid

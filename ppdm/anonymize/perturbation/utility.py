@@ -19,7 +19,7 @@ compared with the original table:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
@@ -351,7 +351,7 @@ def rules_from_table(
     )
 
 
-def rule_recovery_rate(original: dict[Rule, object], released: dict[Rule, object]) -> float:
+def rule_recovery_rate(original: Mapping[Rule, object], released: Mapping[Rule, object]) -> float:
     """``|Asso_D cap Asso_D'| / |Asso_D|`` (seed 002 section 7.3)."""
     if not original:
         raise ValueError("the original data has no rules at these thresholds")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -68,7 +69,7 @@ def _check(n: int, known: int, values: int) -> None:
         raise ValueError("need n >= 0, known >= 0 and values >= 2")
 
 
-def reidentify(database: pd.DataFrame | np.ndarray, known: Mapping[object, object]) -> np.ndarray:
+def reidentify(database: pd.DataFrame | np.ndarray, known: Mapping[Any, object]) -> np.ndarray:
     """Exercise 16: positions of the rows that agree with every known attribute value.
 
     One row means the subject is re-identified (and all their other attributes are
@@ -90,7 +91,7 @@ def reidentify(database: pd.DataFrame | np.ndarray, known: Mapping[object, objec
         raise ValueError("database must be 2-dimensional")
     ok = np.ones(arr.shape[0], dtype=bool)
     for col, val in known.items():
-        ok &= arr[:, int(col)] == val  # type: ignore[call-overload]
+        ok &= arr[:, int(col)] == val  # type: ignore[call-overload,index]
     return np.flatnonzero(ok)
 
 
@@ -133,9 +134,7 @@ def _tid_index(transactions: Sequence[Iterable[int]]) -> dict[int, np.ndarray]:
     order = np.lexsort((td, it))
     it, td = it[order], td[order]
     cuts = np.flatnonzero(np.diff(it)) + 1
-    return {
-        int(i): t for i, t in zip(it[np.r_[0, cuts]], np.split(td, cuts), strict=True)
-    }
+    return {int(i): t for i, t in zip(it[np.r_[0, cuts]], np.split(td, cuts), strict=True)}
 
 
 def transaction_uniqueness(

@@ -117,9 +117,7 @@ class LinkageResult:
         if total > limit:
             raise ValueError(f"{total} pairs exceed limit={limit}")
         coo = self._match.tocoo()
-        rel_by_class = pd.Series(np.arange(len(self._release_codes))).groupby(
-            self._release_codes
-        )
+        rel_by_class = pd.Series(np.arange(len(self._release_codes))).groupby(self._release_codes)
         pub_by_group = pd.Series(np.arange(len(self._public_codes))).groupby(self._public_codes)
         rel_members = {k: v.to_numpy() for k, v in rel_by_class}
         pub_members = {k: v.to_numpy() for k, v in pub_by_group}
@@ -254,9 +252,9 @@ def linkage_attack(
         top = share.argmax(axis=1)
         top_p = share.max(axis=1)
         matched = totals[:, 0] > 0
-        individuals["top_value"] = np.where(matched, np.asarray(s_values, dtype=object)[top], None)[
-            p_codes
-        ]
+        top_value = np.asarray(s_values, dtype=object)[top]
+        top_value[~matched] = None
+        individuals["top_value"] = top_value[p_codes]
         individuals["top_probability"] = np.where(matched, top_p, 0.0)[p_codes]
         individuals["disclosed"] = individuals["top_probability"] >= 1.0
     return LinkageResult(records, individuals, dist, match, r_codes, p_codes)

@@ -48,7 +48,7 @@ def labels(values: Iterable[object]) -> np.ndarray:
     >>> labels([39.0, "02139", None, 7]).tolist()
     ['39', '02139', None, '7']
     """
-    out = []
+    out: list[str | None] = []
     for v in values:
         if v is None or (isinstance(v, float) and np.isnan(v)):
             out.append(None)

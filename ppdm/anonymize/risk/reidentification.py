@@ -202,7 +202,7 @@ def reidentification_risk(
     f = class_sizes(release, qi)
     out: dict[str, object] = {
         "records": len(release),
-        "equivalence_classes": int(len(np.unique(_group(as_frame_labels(release, list(qi)))[0])))
+        "equivalence_classes": len(np.unique(_group(as_frame_labels(release, list(qi)))[0]))
         if len(release)
         else 0,
         "smallest_class": int(f.min()) if f.size else 0,

@@ -62,7 +62,7 @@ def risk_report(
     if sensitive is not None:
         homog = homogeneity_attack(release, qi=qi, sensitive=sensitive)
         listed = homog.pop("disclosed")
-        homog["disclosed_classes"] = listed[:max_listed]
+        homog["disclosed_classes"] = list(listed)[:max_listed]  # type: ignore[call-overload]
         report["homogeneity"] = homog
         report["background_knowledge"] = background_knowledge_check(
             release, qi=qi, sensitive=sensitive, statements=statements

@@ -58,7 +58,7 @@ def aes_permute(x: np.ndarray, *, key: bytes = FIXED_KEY) -> np.ndarray:
     out = np.empty(x.size + BLOCK, dtype=np.uint8)
     # A new encryptor per call: cheap, and safe when parties share a process (threads).
     enc = Cipher(algorithms.AES(key), modes.ECB()).encryptor()
-    n = enc.update_into(x.reshape(-1), out)
+    n = enc.update_into(x.reshape(-1), out)  # type: ignore[arg-type]  # numpy buffers
     return out[:n].reshape(x.shape)
 
 
@@ -115,5 +115,6 @@ class AESCTRStream:
     def read(self, nbytes: int) -> np.ndarray:
         """The next ``nbytes`` of the stream as a uint8 array."""
         out = np.empty(nbytes + BLOCK, dtype=np.uint8)
-        n = self._enc.update_into(np.zeros(nbytes, dtype=np.uint8), out)
+        zeros = np.zeros(nbytes, dtype=np.uint8)
+        n = self._enc.update_into(zeros, out)  # type: ignore[arg-type]  # numpy buffers
         return out[:n]

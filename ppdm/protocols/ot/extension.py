@@ -26,7 +26,8 @@ Protocol (``kappa = 128``; ``G`` = AES-128-CTR, ``H`` = the fixed-key AES TCCR h
    XOR for single bits with :meth:`IKNPSender.correlated_bits`).
 
 Everything is processed in chunks of at most ``chunk`` OTs (default 2^19: an 8 MiB
-``u`` message), so memory stays bounded and :meth:`IKNPSender.iter_random` can stream any
+``u`` message; fewer when the corrections of a chunk would exceed 8 MiB), so memory
+stays bounded and :meth:`IKNPSender.iter_random` can stream any
 number of OTs. The bit-matrix transpose is vectorized (:func:`~.bits.transpose_bits`).
 
 Security (semi-honest, two parties)
@@ -52,6 +53,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -84,6 +86,17 @@ def _prefix(sender: str, receiver: str) -> str:
     return f"ot/iknp/{sender}>{receiver}"
 
 
+@contextmanager
+def _scoped_errors(prefix: str) -> Iterator[None]:
+    """Give semantic errors raised by a sub-protocol on a scoped view the full step tag."""
+    try:
+        yield
+    except ProtocolError as exc:
+        if exc.step.startswith(prefix + "/"):
+            raise
+        raise ProtocolError(exc.party, f"{prefix}/{exc.step}", exc.reason) from exc
+
+
 def _pad(n: int) -> int:
     return -(-n // _ALIGN) * _ALIGN
 
@@ -92,6 +105,16 @@ def _check_chunk(chunk: int) -> int:
     if chunk < _ALIGN:
         raise ValueError(f"chunk must be at least {_ALIGN} OTs")
     return chunk - chunk % _ALIGN
+
+
+#: Largest correction message (bytes); chunks shrink for long messages to respect it.
+MAX_CORRECTION_BYTES = 8 << 20
+
+
+def _chunk_for(chunk: int, bytes_per_ot: int) -> int:
+    """OTs per chunk when every OT also sends ``bytes_per_ot`` correction bytes."""
+    fit = MAX_CORRECTION_BYTES // max(bytes_per_ot, 1)
+    return max(_ALIGN, min(chunk, fit - fit % _ALIGN))
 
 
 def _spans(m: int, chunk: int) -> list[tuple[int, int]]:
@@ -149,10 +172,12 @@ class IKNPSender:
         scoped = net.scoped(_prefix(net.me, peer))
         session = scoped.receive(peer, STEP_SESSION, expect=int)
         if not 0 <= session < (1 << 64):
-            raise ProtocolError(peer, f"{_prefix(net.me, peer)}/{STEP_SESSION}",
-                                "session tag is not a 64-bit value")
+            raise ProtocolError(
+                peer, f"{_prefix(net.me, peer)}/{STEP_SESSION}", "session tag is not a 64-bit value"
+            )
         s_bits = np.unpackbits(np.frombuffer(secrets.token_bytes(KAPPA // 8), np.uint8))
-        seeds = base_ot_receive_random(scoped, peer, s_bits)
+        with _scoped_errors(_prefix(net.me, peer)):
+            seeds = base_ot_receive_random(scoped, peer, s_bits)
         return cls(scoped, peer, s_bits, seeds, session, chunk=chunk)
 
     @property
@@ -191,9 +216,7 @@ class IKNPSender:
 
     # Random OT -------------------------------------------------------------------------
 
-    def iter_random(
-        self, m: int, *, length: int = 16
-    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    def iter_random(self, m: int, *, length: int = 16) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Stream ``m`` random OTs chunk by chunk: yields ``(x0, x1)``, each
         ``(n, length)`` uint8 for the ``n`` OTs of the chunk."""
         length = _check_length(length)
@@ -220,7 +243,7 @@ class IKNPSender:
         if m0.dtype != np.uint8 or m0.ndim != 2 or m0.shape != m1.shape or m1.dtype != np.uint8:
             raise ValueError("m0 and m1 must be (m, L) uint8 arrays of the same shape")
         m, length = m0.shape
-        for o, n in _spans(m, self.chunk):
+        for o, n in _spans(m, _chunk_for(self.chunk, 2 * length)):
             start, q = self._q_rows(n)
             h0, h1 = self._hash_pair(q, start, length)
             h0 ^= m0[o : o + n]
@@ -241,7 +264,7 @@ class IKNPSender:
         width = 1 if delta.ndim == 1 else delta.shape[1]
         nbytes = width * delta.dtype.itemsize
         x0 = np.empty_like(delta)
-        for o, n in _spans(m, self.chunk):
+        for o, n in _spans(m, _chunk_for(self.chunk, nbytes)):
             start, q = self._q_rows(n)
             h0, h1 = self._hash_pair(q, start, nbytes)
             a = np.ascontiguousarray(h0).view(delta.dtype).reshape((n, *delta.shape[1:]))
@@ -305,7 +328,8 @@ class IKNPReceiver:
         scoped = net.scoped(_prefix(peer, net.me))
         session = secrets.randbits(64)
         scoped.send(peer, STEP_SESSION, session)
-        k0, k1 = base_ot_send_random(scoped, peer, KAPPA)
+        with _scoped_errors(_prefix(peer, net.me)):
+            k0, k1 = base_ot_send_random(scoped, peer, KAPPA)
         return cls(scoped, peer, k0, k1, session, chunk=chunk)
 
     @property
@@ -368,29 +392,38 @@ class IKNPReceiver:
     # Two-phase batches (u first, corrections later) -------------------------------------
 
     def start(
-        self, kind: str, choices: np.ndarray, *, dtype: type | np.dtype = np.uint8,
-        width: int | None = None, length: int = 0,
+        self,
+        kind: str,
+        choices: np.ndarray,
+        *,
+        dtype: type | np.dtype = np.uint8,
+        width: int | None = None,
+        length: int = 0,
     ) -> _Pending:
         """Send ``u`` for every chunk of a chosen (``kind="chosen"``, ``length`` bytes),
         correlated (``"correlated"``, ``dtype``/``width``) or bit-correlated
         (``"bits"``) batch; :meth:`finish` then reads the sender's corrections. Lets a
         party act as receiver and sender of two batches in one round trip."""
         r = _check_bits(choices)
-        p = _Pending(kind=kind, choices=r, spans=_spans(len(r), self.chunk))
+        p = _Pending(kind=kind, choices=r)
+        chunk = self.chunk
         if kind == "chosen":
             if length < 1:
                 raise ValueError("length must be positive")
             p.length = nbytes = int(length)
+            chunk = _chunk_for(chunk, 2 * nbytes)
         elif kind == "correlated":
             p.dtype = np.dtype(dtype)
             if p.dtype.type not in _UNSIGNED:
                 raise ValueError("correlated OT needs an unsigned integer dtype")
             p.shape = () if width is None else (int(width),)
             nbytes = p.dtype.itemsize * (1 if width is None else int(width))
+            chunk = _chunk_for(chunk, nbytes)
         elif kind == "bits":
             nbytes = 1
         else:
             raise ValueError(f"unknown batch kind {kind!r}")
+        p.spans = _spans(len(r), chunk)
         for o, n in p.spans:
             start, t = self._t_rows(r[o : o + n])
             p.hashes.append(self._hash(t, start, nbytes))

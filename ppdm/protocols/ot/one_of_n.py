@@ -76,8 +76,7 @@ class _SenderOTs:
     def random(self, count: int, length: int) -> tuple[np.ndarray, np.ndarray]:
         if self._iknp is not None:
             return self._iknp.random(count, length=length)
-        return base_ot_send_random(self._net.scoped("ot/1-of-n"), self._peer, count,
-                                   length=length)
+        return base_ot_send_random(self._net, self._peer, count, length=length)
 
 
 class _ReceiverOTs:
@@ -92,8 +91,7 @@ class _ReceiverOTs:
     def random(self, bits: np.ndarray, length: int) -> np.ndarray:
         if self._iknp is not None:
             return self._iknp.random(bits, length=length)
-        return base_ot_receive_random(self._net.scoped("ot/1-of-n"), self._peer, bits,
-                                      length=length)
+        return base_ot_receive_random(self._net, self._peer, bits, length=length)
 
 
 def one_of_n_send(
@@ -169,7 +167,8 @@ def one_of_n_receive(
         y = net.receive(sender, STEP_Y, expect=np.ndarray)
         if y.dtype != np.uint8 or y.shape != (b, n, length):
             raise ProtocolError(
-                sender, STEP_Y,
+                sender,
+                STEP_Y,
                 f"expected masked messages of shape {(b, n, length)}, got {y.dtype}{y.shape}",
             )
         rows = np.arange(b)
@@ -181,7 +180,11 @@ def one_of_n_receive(
 
 
 def k_of_n_send(
-    net: Network, receiver: str, messages: np.ndarray, k: int, *,
+    net: Network,
+    receiver: str,
+    messages: np.ndarray,
+    k: int,
+    *,
     session: OTSession | None = None,
 ) -> None:
     """Sender of one k-out-of-N OT over the ``(N, L)`` uint8 ``messages``."""

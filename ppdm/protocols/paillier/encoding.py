@@ -16,7 +16,7 @@ residues and back, and refuse values that would wrap around:
   one plaintext, ``m = sum_j v_j 2^(slot_bits * j)``, so one encryption, one homomorphic
   addition and one decryption handle ``slots`` values at once. Slot-wise sums stay exact
   while every slot's running sum lies in ``[-2^(slot_bits-1), 2^(slot_bits-1))``;
-  :meth:`Packing.for_sums` sizes the slots for ``terms`` addends of ``value_bits`` bits.
+  :meth:`Packing.for_sums` sizes the slots for ``terms`` addends of ``value_bits`` bits (plus a guard bit).
   (Packing of many small values per Paillier plaintext is the standard batching trick,
   e.g. Ge and Zdonik 2007; Pedrouzo-Ulloa et al. 2017; SecretFlow HEU's batch encoding.)
 """
@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import gmpy2
 import numpy as np
@@ -160,12 +161,15 @@ class FixedPoint:
         x = np.asarray(values, dtype=np.float64).ravel()
         if not np.all(np.isfinite(x)):
             raise ValueError("cannot encode NaN or infinite values")
-        scaled = np.rint(np.ldexp(x, self.frac_bits))
         if x.size == 0:
             return []
+        with np.errstate(over="ignore"):
+            scaled = np.rint(np.ldexp(x, self.frac_bits))
         if float(np.max(np.abs(scaled))) < 2.0**62:
             return scaled.astype(np.int64).tolist()
-        return [int(v) for v in scaled.tolist()]  # exact: floats are integral here
+        # exact (half to even, like np.rint) for values beyond int64 or float range
+        scale = 1 << self.frac_bits
+        return [round(Fraction(v) * scale) for v in x.tolist()]
 
     def from_ints(self, ints: Iterable[int], *, scale_power: int = 1) -> np.ndarray:
         """Decoded float64 values of integers carrying ``scale_power * frac_bits``
@@ -231,10 +235,12 @@ class Packing:
     @classmethod
     def for_sums(cls, n: int, *, value_bits: int, terms: int = 1) -> Packing:
         """The densest packing under modulus ``n`` for sums of ``terms`` signed values of
-        ``value_bits`` bits (slots of ``value_bits + bit_length(terms - 1)`` bits)."""
+        ``value_bits`` bits: slots of ``value_bits + bit_length(terms - 1) + 1`` bits. The
+        extra guard bit lets :meth:`unpack` detect sums of up to twice the planned size
+        (such a slot exceeds the bound without wrapping into its neighbour)."""
         if value_bits < 1 or terms < 1:
             raise ValueError("value_bits and terms must be positive")
-        slot_bits = value_bits + (terms - 1).bit_length()
+        slot_bits = value_bits + (terms - 1).bit_length() + 1
         slots = cls.capacity(n, slot_bits)
         if slots < 1:
             raise ValueError(f"slots of {slot_bits} bits do not fit the key")

@@ -1,0 +1,748 @@
+"""The ``assoc`` and ``kmeans`` jobs: distributed mining with each party's own data file.
+
+Issue 5 (seed 000 section 20.5 and figure 20.6): supermarket chains that each hold their
+own customers' baskets (horizontal partitioning) or stores selling complementary products
+to the same customers (vertical partitioning) mine the pooled data without showing it.
+The protocols are in :mod:`ppdm.mining`; this module is the glue that makes them *jobs*:
+each party reads its own file from its settings (``[data] transactions = "..."`` or
+``[data] records = "..."``), the public parameters come from the initiator, and the
+result is JSON. ``ppdm simulate assoc|kmeans`` (in-process network) and ``ppdm job run
+assoc|kmeans`` (party nodes over gRPC) run exactly this code.
+
+Data files (``docs/mining.md``)
+-------------------------------
+``transactions`` (``assoc``)
+    A FIMI ``.dat`` file (integer items) or a basket CSV (string items, one basket per
+    line). With ``mode="vertical"`` every party's file has one line per transaction of
+    the common database, in the same order: the line number is the common transaction id
+    (an empty line is a transaction without any of the party's items).
+``records`` (``kmeans``)
+    A CSV table with a header. The ``id_column`` (default ``record_id``), when present,
+    identifies records: rows are sorted by it, and with ``mode="vertical"`` the parties
+    check that they hold the same ids (by comparing a SHA-256 digest of the sorted ids)
+    before aligning their columns on it. The other columns (or the ``columns`` parameter)
+    are the numeric attributes.
+
+:func:`partition_file` splits one pooled file into such party files (``ppdm
+partition``), and :func:`set_party_data` points a party's settings file at its file.
+
+What the job documents reveal
+-----------------------------
+Every party's ``result`` goes to the job's initiator (``docs/jobs.md``). Besides the
+protocol outputs (what every party learns anyway), a result holds the party's own
+``local`` statistics (record count, cluster sizes of its own records) unless the job runs
+with ``report_local=false``; it never holds another party's data.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+import os
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ppdm.errors import ConfigError, ProtocolError
+from ppdm.jobs.registry import JobSpec, PartyContext, register_job
+from ppdm.mining.itemsets import TransactionDB
+from ppdm.mining.partition import horizontal_split, vertical_split
+from ppdm.mining.readers import read_basket_csv, read_fimi, write_fimi
+from ppdm.parties.network import Network
+
+__all__ = [
+    "ASSOC_DEFAULTS",
+    "KMEANS_DEFAULTS",
+    "Records",
+    "detect_format",
+    "partition_file",
+    "read_records",
+    "read_transactions",
+    "run_assoc",
+    "run_kmeans",
+    "set_party_data",
+    "write_transactions",
+]
+
+MODES = ("horizontal", "vertical")
+TRANSACTION_FORMATS = ("fimi", "basket")
+FORMATS = ("auto", "fimi", "basket", "records")
+
+# ---------------------------------------------------------------------------------------
+# Files
+
+
+def detect_format(path: str | os.PathLike[str], fmt: str = "auto", *, table: bool) -> str:
+    """The format of a data file: ``fmt`` unless it is ``"auto"``, else from the suffix
+    (``.dat`` is FIMI; ``.csv`` is a records table when ``table`` else a basket CSV)."""
+    if fmt not in FORMATS:
+        raise ConfigError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+    if fmt != "auto":
+        return fmt
+    suffix = Path(path).suffix.lower()
+    if suffix == ".dat":
+        return "fimi"
+    if suffix in (".csv", ".tsv", ".txt"):
+        return "records" if table else "basket"
+    raise ConfigError(
+        f"{path}: cannot tell the format from the suffix {suffix!r}; name it "
+        "(fimi, basket or records)"
+    )
+
+
+def read_transactions(
+    path: str | os.PathLike[str], *, fmt: str = "auto", sep: str = ","
+) -> TransactionDB:
+    """Read a FIMI or basket-CSV transaction file (``fmt`` as in :func:`detect_format`)."""
+    kind = detect_format(path, fmt, table=False)
+    if kind == "records":
+        raise ConfigError("association rules need transactions (fimi or basket), not records")
+    if not Path(path).is_file():
+        raise ConfigError(f"transaction file not found: {path}")
+    if kind == "fimi":
+        return read_fimi(path)
+    return read_basket_csv(path, sep=sep)
+
+
+def write_transactions(
+    db: TransactionDB, path: str | os.PathLike[str], *, fmt: str, sep: str = ","
+) -> None:
+    """Write ``db`` as FIMI (integer items) or basket CSV, one line per transaction."""
+    if fmt == "fimi":
+        write_fimi(db, path)
+        return
+    if fmt != "basket":
+        raise ConfigError(f"cannot write transactions as {fmt!r}")
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh, delimiter=sep, lineterminator="\n")
+        for t in db.transactions():
+            writer.writerow([str(x) for x in t])
+
+
+class Records:
+    """A numeric records table of one party: ``ids`` (or ``None``), ``columns``, ``x``."""
+
+    def __init__(self, ids: np.ndarray | None, columns: list[str], x: np.ndarray) -> None:
+        self.ids = ids
+        self.columns = columns
+        self.x = x
+
+    def id_digest(self) -> bytes:
+        """SHA-256 of the sorted record ids (what vertical parties compare)."""
+        h = hashlib.sha256()
+        if self.ids is not None:
+            for v in self.ids.tolist():
+                h.update(str(v).encode() + b"\n")
+        return h.digest()
+
+
+def _read_table(path: str | os.PathLike[str], sep: str) -> Any:
+    import pandas as pd
+
+    if not Path(path).is_file():
+        raise ConfigError(f"records file not found: {path}")
+    try:
+        return pd.read_csv(path, sep=sep)
+    except (ValueError, pd.errors.ParserError) as exc:
+        raise ConfigError(f"{path}: not a CSV table with a header ({exc})") from None
+
+
+def read_records(
+    path: str | os.PathLike[str],
+    *,
+    sep: str = ",",
+    id_column: str | None = "record_id",
+    columns: Sequence[str] | None = None,
+    require_all: bool = True,
+) -> Records:
+    """Read a records CSV (header required): rows sorted by ``id_column`` when it is
+    present (ids must be unique), the numeric attributes ``columns`` (default: every
+    column but the id). With ``require_all=False`` the listed columns that the file does
+    not have are skipped (vertical partitioning: each party holds some of them)."""
+    import pandas as pd
+
+    df = _read_table(path, sep)
+    ids = None
+    if id_column is not None and id_column in df.columns:
+        if df[id_column].isna().any():
+            raise ConfigError(f"{path}: the id column {id_column!r} has empty values")
+        if df[id_column].duplicated().any():
+            raise ConfigError(f"{path}: the id column {id_column!r} has duplicate ids")
+        df = df.sort_values(id_column, kind="stable").reset_index(drop=True)
+        ids = df[id_column].to_numpy()
+    if columns is None:
+        names = [str(c) for c in df.columns if c != id_column]
+    else:
+        names = [str(c) for c in columns]
+        missing = [c for c in names if c not in df.columns]
+        if missing and require_all:
+            raise ConfigError(f"{path}: no column(s) {', '.join(map(repr, missing))}")
+        names = [c for c in names if c in df.columns]
+    for c in names:
+        if not pd.api.types.is_numeric_dtype(df[c]) or pd.api.types.is_bool_dtype(df[c]):
+            raise ConfigError(
+                f"{path}: column {c!r} is not numeric (encode it as numbers, or leave it out "
+                "with the columns parameter)"
+            )
+    x = df[names].to_numpy(dtype=np.float64) if names else np.zeros((len(df), 0))
+    if not np.all(np.isfinite(x)):
+        raise ConfigError(f"{path}: the attributes have missing or infinite values")
+    return Records(ids, names, x)
+
+
+def partition_file(
+    input_path: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    parties: Sequence[str],
+    mode: str,
+    seed: int = 0,
+    fmt: str = "auto",
+    sep: str = ",",
+    id_column: str = "record_id",
+) -> dict[str, Any]:
+    """Split one pooled data file into one file per party (``ppdm partition``).
+
+    Horizontal: a random partition of the rows (:func:`ppdm.mining.partition.horizontal_split`),
+    each party's rows in the pooled order. Vertical: a random partition of the items
+    (transactions) or attribute columns (records) among the parties
+    (:func:`~ppdm.mining.partition.vertical_split`); every party keeps every row. Records
+    files keep (or get, numbered from 0) the common ``id_column``; transaction files keep
+    the line order, so the line number is the common transaction id.
+
+    Writes ``<party>.dat`` / ``<party>.csv`` and ``partition.json`` (the manifest, also
+    returned) into ``out_dir``.
+    """
+    if mode not in MODES:
+        raise ConfigError(f"mode must be horizontal or vertical, not {mode!r}")
+    names = list(parties)
+    if len(names) < 2:
+        raise ConfigError("partitioning needs at least two parties")
+    if len(set(names)) != len(names):
+        raise ConfigError("party names must be distinct")
+    kind = detect_format(input_path, fmt, table=True)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    manifest: dict[str, Any] = {
+        "input": str(input_path),
+        "mode": mode,
+        "seed": seed,
+        "format": kind,
+        "parties": {},
+    }
+    if kind == "records":
+        _partition_records(input_path, out, names, mode, seed, sep, id_column, manifest)
+    else:
+        db = read_transactions(input_path, fmt=kind, sep=sep)
+        manifest["rows"] = db.n_transactions
+        ext = ".dat" if kind == "fimi" else ".csv"
+        try:
+            if mode == "horizontal":
+                parts = horizontal_split(db.n_transactions, len(names), seed=seed)
+                pieces = [(db.subset(rows), {"rows": len(rows)}) for rows in parts]
+            else:
+                cols = vertical_split(db.items.tolist(), len(names), seed=seed)
+                pieces = [
+                    (db.project(c), {"rows": db.n_transactions, "items": len(c)}) for c in cols
+                ]
+        except ValueError as exc:
+            raise ConfigError(f"{input_path}: {exc}") from None
+        for name, (part, info) in zip(names, pieces, strict=True):
+            write_transactions(part, out / f"{name}{ext}", fmt=kind, sep=sep)
+            manifest["parties"][name] = {"file": f"{name}{ext}", **info}
+    (out / "partition.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+def _partition_records(
+    input_path: str | os.PathLike[str],
+    out: Path,
+    names: list[str],
+    mode: str,
+    seed: int,
+    sep: str,
+    id_column: str,
+    manifest: dict[str, Any],
+) -> None:
+    import pandas as pd
+
+    if not Path(input_path).is_file():
+        raise ConfigError(f"records file not found: {input_path}")
+    try:
+        df = pd.read_csv(input_path, sep=sep, dtype=str, keep_default_na=False)
+    except (ValueError, pd.errors.ParserError) as exc:
+        raise ConfigError(f"{input_path}: not a CSV table with a header ({exc})") from None
+    if id_column in df.columns:
+        if df[id_column].duplicated().any():
+            raise ConfigError(f"{input_path}: the id column {id_column!r} has duplicate ids")
+    else:
+        df.insert(0, id_column, [str(i) for i in range(len(df))])
+    manifest["rows"] = len(df)
+    manifest["id_column"] = id_column
+    attrs = [c for c in df.columns if c != id_column]
+    try:
+        if mode == "horizontal":
+            parts = horizontal_split(len(df), len(names), seed=seed)
+            pieces = [(df.iloc[rows], {"rows": len(rows), "columns": attrs}) for rows in parts]
+        else:
+            cols = vertical_split(attrs, len(names), seed=seed)
+            pieces = [(df[[id_column, *c]], {"rows": len(df), "columns": c}) for c in cols]
+    except ValueError as exc:
+        raise ConfigError(f"{input_path}: {exc}") from None
+    for name, (part, info) in zip(names, pieces, strict=True):
+        part.to_csv(out / f"{name}.csv", sep=sep, index=False)
+        manifest["parties"][name] = {"file": f"{name}.csv", **info}
+
+
+def set_party_data(
+    settings_path: str | os.PathLike[str], key: str, data_path: str | os.PathLike[str]
+) -> None:
+    """Point ``[data] key`` of a party's settings file at ``data_path`` (written relative
+    to the settings file when it lies below its folder). Comments are not kept."""
+    from ppdm.parties.consortium import write_toml
+
+    settings = Path(settings_path)
+    if not settings.is_file():
+        raise ConfigError(f"settings file not found: {settings}")
+    try:
+        doc = tomllib.loads(settings.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{settings}: not valid TOML ({exc})") from None
+    target = Path(data_path).resolve()
+    base = settings.resolve().parent
+    try:
+        value = str(target.relative_to(base))
+    except ValueError:
+        value = str(target)
+    data = doc.get("data")
+    if not isinstance(data, dict):
+        data = doc["data"] = {}
+    data[key] = value
+    party = doc.get("party", settings.stem)
+    settings.write_text(write_toml(doc, header=f"Private settings of party {party!r}."))
+
+
+# ---------------------------------------------------------------------------------------
+# Parameter checks
+
+
+def _choice(params: Mapping[str, Any], name: str, allowed: Sequence[str]) -> str:
+    value = params[name]
+    if value not in allowed:
+        raise ConfigError(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
+    return str(value)
+
+
+def _flag(params: Mapping[str, Any], name: str) -> bool:
+    value = params[name]
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name} must be true or false, not {value!r}")
+    return value
+
+
+def _fraction(params: Mapping[str, Any], name: str, *, low_open: bool) -> float:
+    value = params[name]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{name} must be a number, not {value!r}")
+    v = float(value)
+    ok = (0.0 < v <= 1.0) if low_open else (0.0 <= v <= 1.0)
+    if not ok or math.isnan(v):
+        raise ConfigError(f"{name} must be in {'(0, 1]' if low_open else '[0, 1]'}, not {value!r}")
+    return v
+
+
+def _integer(params: Mapping[str, Any], name: str, *, low: int, high: int | None = None) -> int:
+    value = params[name]
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # JSON numbers may arrive as floats
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be an integer, not {value!r}")
+    if value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise ConfigError(f"{name} must be {bound}, not {value}")
+    return value
+
+
+def _optional_integer(
+    params: Mapping[str, Any], name: str, *, low: int, high: int | None = None
+) -> int | None:
+    return None if params[name] is None else _integer(params, name, low=low, high=high)
+
+
+def _number(params: Mapping[str, Any], name: str, *, low: float = 0.0) -> float:
+    value = params[name]
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise ConfigError(f"{name} must be a number, not {value!r}")
+    if value < low:
+        raise ConfigError(f"{name} must be >= {low:g}, not {value!r}")
+    return float(value)
+
+
+def _jsonable(obj: Any) -> Any:
+    """``obj`` with numpy scalars and arrays turned into Python values and NaN/inf into
+    ``None`` (the same document in process and over gRPC)."""
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _jsonable(obj.tolist())
+    if isinstance(obj, np.generic):
+        return _jsonable(obj.item())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def _check_names(value: Any, party: str, step: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ProtocolError(party, step, "expected a list of column names")
+    return value
+
+
+# ---------------------------------------------------------------------------------------
+# assoc
+
+ASSOC_DEFAULTS: dict[str, Any] = {
+    "mode": "horizontal",
+    "min_support": 0.1,
+    "min_confidence": 0.8,
+    "reveal_counts": False,
+    "method": "ot",
+    "max_len": None,
+    "label_bytes": None,
+    "fake_ratio": 0.25,
+    "format": "auto",
+    "sep": ",",
+    "report_local": True,
+}
+
+
+def run_assoc(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> dict[str, Any]:
+    """Association rules of the parties' pooled transactions (``[data] transactions``).
+
+    ``mode="horizontal"``: Kantarcioglu & Clifton
+    (:func:`ppdm.mining.horizontal_rules.horizontal_association_rules`; ``reveal_counts``,
+    ``label_bytes``, ``fake_ratio`` apply). ``mode="vertical"``: Vaidya & Clifton
+    (:func:`ppdm.mining.vertical_rules.vertical_association_rules`; ``method`` ``ot`` or
+    ``paillier`` applies). Returns ``AssocResult.to_json()`` plus ``mode``, ``party`` and
+    (with ``report_local``) this party's ``local`` transaction and item counts.
+    """
+    mode = _choice(params, "mode", MODES)
+    min_support = _fraction(params, "min_support", low_open=True)
+    min_confidence = _fraction(params, "min_confidence", low_open=False)
+    max_len = _optional_integer(params, "max_len", low=1)
+    reveal_counts = _flag(params, "reveal_counts")
+    report_local = _flag(params, "report_local")
+    fmt = params["format"]
+    if fmt not in ("auto", *TRANSACTION_FORMATS):
+        raise ConfigError(f"format must be auto, fimi or basket, not {fmt!r}")
+    sep = str(params["sep"])
+    db = read_transactions(ctx.data_path("transactions"), fmt=fmt, sep=sep)
+    if mode == "horizontal":
+        result = _horizontal_assoc(
+            net, db, params, ctx, min_support, min_confidence, max_len, reveal_counts
+        )
+    else:
+        from ppdm.mining.vertical_rules import vertical_association_rules
+
+        method = _choice(params, "method", ("ot", "paillier"))
+        if len(net.parties) < 2:
+            raise ConfigError("vertical association rules need at least two parties")
+        result = vertical_association_rules(
+            net,
+            db,
+            min_support=min_support,
+            min_confidence=min_confidence,
+            method=method,  # type: ignore[arg-type]
+            max_len=max_len,
+            progress=ctx.progress,
+        )
+    out: dict[str, Any] = {"mode": mode, "party": net.me, **result.to_json()}
+    if report_local:
+        out["local"] = {"transactions": db.n_transactions, "items": db.n_items}
+    return _jsonable(out)
+
+
+def _horizontal_assoc(
+    net: Network,
+    db: TransactionDB,
+    params: Mapping[str, Any],
+    ctx: PartyContext,
+    min_support: float,
+    min_confidence: float,
+    max_len: int | None,
+    reveal_counts: bool,
+) -> Any:
+    from ppdm.mining.horizontal_rules import horizontal_association_rules
+
+    fake_ratio = _number(params, "fake_ratio")
+    kind = "none"
+    if db.n_items:
+        kind = "str" if np.issubdtype(db.items.dtype, np.str_) else "int"
+        if kind == "int" and db.items.min() < 0:
+            raise ConfigError(f"party {ctx.name!r}: item labels must be non-negative")
+    # Every party must decode the union's labels the same way: agree on the label kind.
+    net.broadcast("assoc/schema", kind)
+    kinds = {kind}
+    for p, v in net.gather("assoc/schema").items():
+        if v not in ("none", "int", "str"):
+            raise ProtocolError(p, "assoc/schema", f"unknown label kind {v!r}")
+        kinds.add(v)
+    kinds.discard("none")
+    if len(kinds) > 1:
+        raise ConfigError(
+            "the parties' transaction files mix integer (FIMI) and string (basket) item labels"
+        )
+    common = kinds.pop() if kinds else "int"
+    label_bytes = _optional_integer(params, "label_bytes", low=1, high=255)
+    if label_bytes is None:
+        label_bytes = 4 if common == "int" else 32
+    if db.n_items:
+        if common == "int":
+            if int(db.items.max()) >= 1 << (8 * label_bytes):
+                raise ConfigError(
+                    f"party {ctx.name!r}: item {int(db.items.max())} does not fit in "
+                    f"label_bytes={label_bytes}; raise label_bytes"
+                )
+        else:
+            longest = max(len(str(x).encode()) for x in db.items.tolist())
+            if longest > label_bytes:
+                raise ConfigError(
+                    f"party {ctx.name!r}: an item label has {longest} UTF-8 bytes, more than "
+                    f"label_bytes={label_bytes}; raise label_bytes"
+                )
+    return horizontal_association_rules(
+        net,
+        db,
+        min_support=min_support,
+        min_confidence=min_confidence,
+        reveal_counts=reveal_counts,
+        max_len=max_len,
+        label_bytes=label_bytes,
+        fake_ratio=fake_ratio,
+        progress=ctx.progress,
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# kmeans
+
+KMEANS_DEFAULTS: dict[str, Any] = {
+    "mode": "horizontal",
+    "k": 3,
+    "init": "first-k",
+    "seed": 0,
+    "max_iter": 300,
+    "tol": 0.0,
+    "fraction_bits": 32,
+    "columns": None,
+    "id_column": "record_id",
+    "sep": ",",
+    "include_labels": False,
+    "report_local": True,
+}
+
+
+def _initial_centers(init: Any, records: Records, k: int, mode: str) -> Any:
+    """``init`` as the mining functions take it: a method name, or this party's part of
+    explicit centers (a list of ``k`` rows in horizontal mode, or a ``{column: [k
+    values]}`` object in either mode)."""
+    allowed = ("first-k", "kmeans++") if mode == "horizontal" else ("first-k", "random")
+    if isinstance(init, str):
+        if init not in allowed:
+            hint = (
+                " (k-means++ seeding would reveal every record's distance in vertical mode)"
+                if init == "kmeans++"
+                else ""
+            )
+            raise ConfigError(f"init must be one of {', '.join(allowed)} in {mode} mode{hint}")
+        return init
+    d = len(records.columns)
+    try:
+        if isinstance(init, dict):
+            missing = [c for c in records.columns if c not in init]
+            if missing:
+                raise ConfigError(f"init has no initial values for column(s) {missing}")
+            arr = np.array([init[c] for c in records.columns], dtype=np.float64).T
+        elif isinstance(init, list) and mode == "horizontal":
+            arr = np.array(init, dtype=np.float64)
+        else:
+            raise ConfigError(
+                "init must be a method name, a {column: [k values]} object, or (horizontal) "
+                "a list of k rows"
+            )
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"init holds non-numeric or ragged values ({exc})") from None
+    if arr.shape != (k, d) or not np.all(np.isfinite(arr)):
+        raise ConfigError(f"initial centers must be {k} finite rows of {d} values")
+    return arr
+
+
+def run_kmeans(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> dict[str, Any]:
+    """Lloyd's k-means of the parties' pooled records (``[data] records``).
+
+    ``mode="horizontal"``: every party holds whole records with the same columns
+    (:func:`ppdm.mining.kmeans.horizontal_kmeans`); ``centers`` are the full centers.
+    ``mode="vertical"``: every party holds some columns of the same records, aligned on
+    ``id_column`` (:func:`ppdm.mining.kmeans.vertical_kmeans`); ``centers`` are this
+    party's columns of the centers, ``schema`` lists every party's columns (public), and
+    ``inertia`` is the secure sum of the parties' partial squared distances.
+    """
+    from ppdm.mining.kmeans import horizontal_kmeans
+
+    mode = _choice(params, "mode", MODES)
+    k = _integer(params, "k", low=1)
+    seed = _integer(params, "seed", low=0)
+    max_iter = _integer(params, "max_iter", low=1)
+    fraction_bits = _integer(params, "fraction_bits", low=1, high=52)
+    tol = _number(params, "tol")
+    include_labels = _flag(params, "include_labels")
+    report_local = _flag(params, "report_local")
+    id_column = params["id_column"]
+    if id_column is not None and not isinstance(id_column, str):
+        raise ConfigError(f"id_column must be a column name or null, not {id_column!r}")
+    columns = params["columns"]
+    if columns is not None and (
+        not isinstance(columns, list) or not all(isinstance(c, str) for c in columns)
+    ):
+        raise ConfigError("columns must be a list of column names")
+    records = read_records(
+        ctx.data_path("records"),
+        sep=str(params["sep"]),
+        id_column=id_column,
+        columns=columns,
+        require_all=mode == "horizontal",
+    )
+    out: dict[str, Any] = {"mode": mode, "party": net.me}
+    if mode == "horizontal":
+        net.broadcast("kmeans/schema", records.columns)
+        for p, v in net.gather("kmeans/schema").items():
+            if _check_names(v, p, "kmeans/schema") != records.columns:
+                raise ConfigError(
+                    f"party {p!r} has the columns {v}, this party {records.columns}: "
+                    "horizontal k-means needs the same columns everywhere"
+                )
+        init = _initial_centers(params["init"], records, k, mode)
+        try:
+            result = horizontal_kmeans(
+                net,
+                records.x,
+                k=k,
+                init=init,
+                seed=seed,
+                max_iter=max_iter,
+                tol=tol,
+                fraction_bits=fraction_bits,
+                progress=ctx.progress,
+            )
+        except (ValueError, OverflowError) as exc:
+            raise ConfigError(f"party {ctx.name!r}: {exc}") from None
+        out.update(columns=records.columns, **result.to_json())
+    else:
+        result, schema, inertia = _vertical(net, records, params, ctx, k, seed, max_iter, tol)
+        out.update(columns=records.columns, schema=schema, **result.to_json())
+        out["inertia"] = inertia
+    out["history"] = result.history
+    if report_local:
+        own = np.bincount(result.labels, minlength=k) if mode == "horizontal" else None
+        out["local"] = {
+            "records": len(records.x),
+            "columns": len(records.columns),
+            **({"cluster_sizes": own} if own is not None else {}),
+        }
+    if include_labels:
+        out["labels"] = result.labels
+        out["record_ids"] = records.ids if records.ids is not None else None
+    return _jsonable(out)
+
+
+def _vertical(
+    net: Network,
+    records: Records,
+    params: Mapping[str, Any],
+    ctx: PartyContext,
+    k: int,
+    seed: int,
+    max_iter: int,
+    tol: float,
+) -> tuple[Any, dict[str, list[str]], float]:
+    from ppdm.mining import fixed_point
+    from ppdm.mining.kmeans import vertical_kmeans
+    from ppdm.protocols.secure_sum import secure_sum
+
+    if len(net.parties) < 2:
+        raise ConfigError("vertical k-means needs at least two parties")
+    if records.ids is None and params["id_column"] is not None:
+        raise ConfigError(
+            f"party {ctx.name!r}: vertical k-means aligns records on the id column "
+            f"{params['id_column']!r}, which the records file lacks (or set id_column=null "
+            "to align on row order)"
+        )
+    # The public schema: who holds which columns (names must not repeat).
+    net.broadcast("vkmeans/schema", records.columns)
+    schema = {net.me: records.columns}
+    for p, v in net.gather("vkmeans/schema").items():
+        schema[p] = _check_names(v, p, "vkmeans/schema")
+    schema = {p: schema[p] for p in net.parties}
+    seen: dict[str, str] = {}
+    for p, names in schema.items():
+        for c in names:
+            if c in seen:
+                raise ConfigError(f"column {c!r} is held by both {seen[c]!r} and {p!r}")
+            seen[c] = p
+    # The same records everywhere: compare digests of the sorted common ids.
+    digest = records.id_digest()
+    net.broadcast("vkmeans/ids", digest)
+    for p, v in net.gather("vkmeans/ids").items():
+        if not isinstance(v, bytes) or len(v) != 32:
+            raise ProtocolError(p, "vkmeans/ids", "expected a 32-byte digest")
+        if v != digest and records.ids is not None:
+            raise ConfigError(
+                f"party {p!r} holds other record ids than party {net.me!r}: the vertical "
+                "partitions must cover the same records"
+            )
+    init = _initial_centers(params["init"], records, k, "vertical")
+    try:
+        result = vertical_kmeans(
+            net,
+            records.x,
+            k=k,
+            init=init,
+            seed=seed,
+            max_iter=max_iter,
+            tol=tol,
+            progress=ctx.progress,
+        )
+    except (ValueError, OverflowError) as exc:
+        raise ConfigError(f"party {ctx.name!r}: {exc}") from None
+    # Inertia: the sum over the parties of their own columns' squared distances to the
+    # assigned centers (one secure sum; reveals only the total).
+    own = float(((records.x - result.centers[result.labels]) ** 2).sum()) if len(records.x) else 0.0
+    bits = 20
+    enc = fixed_point.encode(np.array([own]), fraction_bits=bits, parties=len(net.parties))
+    total = fixed_point.decode(secure_sum(net.scoped("vkmeans/inertia"), enc), fraction_bits=bits)
+    return result, schema, float(total[0])
+
+
+register_job(
+    JobSpec(
+        name="assoc",
+        summary="association rules of horizontally or vertically partitioned transactions",
+        run=run_assoc,
+        defaults=ASSOC_DEFAULTS,
+    )
+)
+register_job(
+    JobSpec(
+        name="kmeans",
+        summary="Lloyd's k-means of horizontally or vertically partitioned records",
+        run=run_kmeans,
+        defaults=KMEANS_DEFAULTS,
+    )
+)

@@ -1,0 +1,44 @@
+"""Oblivious transfer: base OT, 1-out-of-N / k-out-of-N OT and IKNP OT extension.
+
+Seed 000 section 20.5: 1-out-of-2 OT -- the sender offers ``(x0, x1)``, the receiver
+learns ``x_sigma`` only, the sender learns nothing about ``sigma`` -- is the building
+block of distributed privacy. Modules, bottom-up:
+
+- :mod:`.crhash`: fixed-key AES correlation-robust hash and AES-CTR PRG (numpy-batched).
+- :mod:`.bits`: bit packing and the vectorized 128 x m bit-matrix transpose.
+- :mod:`.base`: Chou–Orlandi base OT over secp256k1 (batched, one round trip).
+- :mod:`.extension`: IKNP extension -- random, chosen-message and correlated OT in
+  chunks -- and :class:`OTSession` (both directions between two parties).
+- :mod:`.one_of_n`: Naor–Pinkas 1-out-of-N from ``log N`` 1-out-of-2 OTs; k-out-of-N.
+
+Built on it: :mod:`ppdm.protocols.comparison` (millionaires, argmin) and
+:mod:`ppdm.protocols.dot_product_ot` (binary dot product, AND).
+"""
+
+from ppdm.protocols.ot.base import (
+    base_ot_receive,
+    base_ot_receive_random,
+    base_ot_send,
+    base_ot_send_random,
+)
+from ppdm.protocols.ot.extension import IKNPReceiver, IKNPSender, OTSession
+from ppdm.protocols.ot.one_of_n import (
+    k_of_n_receive,
+    k_of_n_send,
+    one_of_n_receive,
+    one_of_n_send,
+)
+
+__all__ = [
+    "IKNPReceiver",
+    "IKNPSender",
+    "OTSession",
+    "base_ot_receive",
+    "base_ot_receive_random",
+    "base_ot_send",
+    "base_ot_send_random",
+    "k_of_n_receive",
+    "k_of_n_send",
+    "one_of_n_receive",
+    "one_of_n_send",
+]

@@ -1,0 +1,421 @@
+"""IKNP OT extension: the building blocks (transpose, hash, PRG), random / chosen /
+correlated OT for every choice pattern and in chunks, both networks, malicious peers,
+and the OT jobs between real party processes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ppdm.errors import ProtocolError
+from ppdm.parties.local import simulate
+from ppdm.parties.testbed import LoopbackConsortium
+from ppdm.protocols.ot.base import STEP_A
+from ppdm.protocols.ot.bits import pack, transpose_bits, unpack
+from ppdm.protocols.ot.crhash import (
+    AESCTRStream,
+    aes_permute,
+    make_tweaks,
+    tccr_expand,
+    tccr_hash,
+)
+from ppdm.protocols.ot.extension import IKNPReceiver, IKNPSender, OTSession
+
+PARTIES = ("alice", "bob")
+U_STEP = "ot/iknp/alice>bob/u"
+D_STEP = "ot/iknp/alice>bob/d"
+
+
+def _bits(seed: int, n: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 2, n).astype(np.uint8)
+
+
+def _run(fn_sender, fn_receiver, *, timeout=30, bed=None):
+    def party(net, _):
+        if net.me == "alice":
+            return fn_sender(IKNPSender.setup(net, "bob", chunk=chunk_of(fn_sender)))
+        return fn_receiver(IKNPReceiver.setup(net, "alice", chunk=chunk_of(fn_receiver)))
+
+    inputs = {"alice": None, "bob": None}
+    sim = (
+        bed.simulate(party, inputs, timeout=timeout)
+        if bed
+        else simulate(party, inputs, timeout=timeout)
+    )
+    return sim.results["alice"], sim.results["bob"]
+
+
+def chunk_of(fn) -> int:
+    return getattr(fn, "chunk", 1 << 19)
+
+
+def with_chunk(chunk):
+    def deco(fn):
+        fn.chunk = chunk
+        return fn
+
+    return deco
+
+
+# Building blocks ------------------------------------------------------------------------
+
+
+@given(st.integers(1, 2), st.integers(1, 6), st.integers(0, 2**32))
+def test_transpose_matches_reference(row_blocks, col_words, seed):
+    rng = np.random.default_rng(seed)
+    m = rng.integers(0, 256, (64 * row_blocks, 8 * col_words), dtype=np.uint8)
+    ref = pack(unpack(m, 64 * col_words).T)
+    assert np.array_equal(transpose_bits(m), ref)
+    assert np.array_equal(transpose_bits(transpose_bits(m)), m)
+
+
+def test_transpose_rejects_bad_shapes():
+    with pytest.raises(ValueError):
+        transpose_bits(np.zeros((100, 8), np.uint8))
+    with pytest.raises(ValueError):
+        transpose_bits(np.zeros((128, 7), np.uint8))
+
+
+def test_fixed_key_aes_is_aes():
+    # FIPS-197 appendix C.1 test vector through the vectorized permutation.
+    key = bytes.fromhex("000102030405060708090a0b0c0d0e0f")
+    pt = np.frombuffer(bytes.fromhex("00112233445566778899aabbccddeeff"), np.uint8)
+    ct = aes_permute(pt.reshape(1, 16), key=key)
+    assert ct.tobytes().hex() == "69c4e0d86a7b0430d8cdb78070b4c55a"
+
+
+def test_tccr_depends_on_tweak_and_input():
+    x = np.random.default_rng(1).integers(0, 256, (1000, 16), dtype=np.uint8)
+    h = tccr_hash(x, make_tweaks(0, 1000, 5))
+    assert len({r.tobytes() for r in h}) == 1000
+    assert not np.array_equal(h, tccr_hash(x, make_tweaks(1, 1000, 5)))
+    assert not np.array_equal(h, tccr_hash(x, make_tweaks(0, 1000, 6)))
+    long = tccr_expand(x, start=0, session=5, nbytes=40)
+    assert np.array_equal(long[:, :16], h) and long.shape == (1000, 40)
+
+
+def test_prg_stream_is_consistent():
+    seed = bytes(range(16))
+    a = AESCTRStream(seed)
+    b = AESCTRStream(seed)
+    whole = b.read(1000)
+    assert np.array_equal(np.concatenate([a.read(7), a.read(500), a.read(493)]), whole)
+
+
+# Random OT ------------------------------------------------------------------------------
+
+
+@given(st.lists(st.integers(0, 1), max_size=300), st.sampled_from([64, 128, 1 << 19]))
+def test_random_ot_every_choice_pattern(choices, chunk):
+    r = np.array(choices, dtype=np.uint8)
+    (x0, x1), got = _run(
+        with_chunk(chunk)(lambda s: s.random(len(r))),
+        with_chunk(chunk)(lambda rc: rc.random(r)),
+    )
+    assert np.array_equal(got, np.where(r[:, None] == 1, x1, x0))
+    assert (x0 != x1).any(axis=1).all()
+
+
+def test_millions_of_random_ots_in_chunks():
+    m = 1 << 21
+    r = _bits(7, m)
+
+    def party(net, _):
+        if net.me == "alice":
+            s = IKNPSender.setup(net, "bob", chunk=1 << 18)
+            x0, x1 = s.random(m)
+            return x0, x1
+        return IKNPReceiver.setup(net, "alice", chunk=1 << 18).random(r)
+
+    out = simulate(party, {"alice": None, "bob": None}, timeout=60).results
+    x0, x1 = out["alice"]
+    got = out["bob"]
+    assert np.array_equal(got, np.where(r[:, None] == 1, x1, x0))
+    assert len(np.unique(x0[:, :8].view("<u8"))) == m  # fresh outputs across chunks
+
+
+# Chosen and correlated OT --------------------------------------------------------------
+
+
+@given(st.lists(st.integers(0, 1), min_size=1, max_size=200), st.integers(1, 40))
+def test_chosen_message_ot(choices, length):
+    r = np.array(choices, dtype=np.uint8)
+    rng = np.random.default_rng(len(r) + 1000 * length)
+    m0 = rng.integers(0, 256, (len(r), length), dtype=np.uint8)
+    m1 = rng.integers(0, 256, (len(r), length), dtype=np.uint8)
+    _, got = _run(
+        with_chunk(64)(lambda s: s.send(m0, m1)),
+        with_chunk(64)(lambda rc: rc.receive(r, length=length)),
+    )
+    assert np.array_equal(got, np.where(r[:, None] == 1, m1, m0))
+
+
+def test_chosen_ot_unchosen_message_not_in_receiver_view():
+    n, length = 500, 16
+    r = _bits(3, n)
+    rng = np.random.default_rng(4)
+    m0 = rng.integers(0, 256, (n, length), dtype=np.uint8)
+    m1 = rng.integers(0, 256, (n, length), dtype=np.uint8)
+    seen = []
+
+    def party(net, _):
+        if net.me == "alice":
+            return IKNPSender.setup(net, "bob", chunk=128).send(m0, m1)
+        original = net.receive
+
+        def receive(frm, step, **kw):
+            v = original(frm, step, **kw)
+            seen.append(v.tobytes() if hasattr(v, "tobytes") else repr(v).encode())
+            return v
+
+        net.receive = receive
+        return IKNPReceiver.setup(net, "alice", chunk=128).receive(r, length=length)
+
+    got = simulate(party, {"alice": None, "bob": None}, timeout=30).results["bob"]
+    assert np.array_equal(got, np.where(r[:, None] == 1, m1, m0))
+    view = b"".join(seen) + got.tobytes()
+    unchosen = np.where(r[:, None] == 1, m0, m1)
+    assert not any(row.tobytes() in view for row in unchosen)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32, np.uint64])
+@pytest.mark.parametrize("width", [None, 3])
+def test_correlated_ot(dtype, width):
+    n = 1000
+    r = _bits(11, n)
+    shape = (n,) if width is None else (n, width)
+    info = np.iinfo(dtype)
+    delta = np.random.default_rng(12).integers(0, int(info.max), shape, dtype=dtype, endpoint=True)
+    x0, got = _run(
+        with_chunk(256)(lambda s: s.correlated(delta)),
+        with_chunk(256)(lambda rc: rc.correlated(r, dtype=dtype, width=width)),
+    )
+    rr = r.astype(dtype) if width is None else r.astype(dtype)[:, None]
+    assert got.dtype == x0.dtype == np.dtype(dtype) and got.shape == shape
+    assert np.array_equal(got, x0 + rr * delta)
+
+
+def test_millions_of_correlated_ots_in_chunks():
+    m = 1 << 21
+    r = _bits(5, m)
+    delta = np.random.default_rng(6).integers(0, 2**63, m, dtype=np.uint64)
+    x0, got = _run(
+        with_chunk(1 << 18)(lambda s: s.correlated(delta)),
+        with_chunk(1 << 18)(lambda rc: rc.correlated(r, dtype=np.uint64)),
+        timeout=60,
+    )
+    assert np.array_equal(got, x0 + r.astype(np.uint64) * delta)
+
+
+@given(st.lists(st.tuples(st.integers(0, 1), st.integers(0, 1)), max_size=300))
+def test_bit_correlated_ot(pairs):
+    r = np.array([p[0] for p in pairs], dtype=np.uint8)
+    d = np.array([p[1] for p in pairs], dtype=np.uint8)
+    x0, got = _run(
+        with_chunk(64)(lambda s: s.correlated_bits(d)),
+        with_chunk(64)(lambda rc: rc.correlated_bits(r)),
+    )
+    assert np.array_equal(got, x0 ^ (r & d))
+
+
+def test_session_both_directions():
+    n = 700
+    bits = {"alice": _bits(1, n), "bob": _bits(2, n)}
+    deltas = {
+        p: np.random.default_rng(i).integers(0, 2**40, (n, 2)).astype(np.uint64)
+        for i, p in enumerate(PARTIES)
+    }
+
+    def party(net, _):
+        peer = "bob" if net.me == "alice" else "alice"
+        sess = OTSession(net, peer, chunk=256)
+        a = sess.correlated_both(deltas[net.me], bits[net.me])
+        b = sess.correlated_bits_both(bits[net.me], bits[peer] ^ 1)
+        c = sess.sender.random(10) if net.me == "alice" else sess.receiver.random(bits[net.me][:10])
+        return a, b, c
+
+    out = simulate(party, {"alice": None, "bob": None}, timeout=30).results
+    for me, peer in (("alice", "bob"), ("bob", "alice")):
+        x0 = out[me][0][0]
+        got = out[peer][0][1]
+        assert np.array_equal(got, x0 + bits[peer].astype(np.uint64)[:, None] * deltas[me])
+        b0 = out[me][1][0]
+        bgot = out[peer][1][1]
+        assert np.array_equal(bgot, b0 ^ ((bits[me] ^ 1) & bits[me]))
+    (k0, k1), kb = out["alice"][2], out["bob"][2]
+    assert np.array_equal(kb, np.where(bits["bob"][:10, None] == 1, k1, k0))
+
+
+@pytest.fixture(scope="module")
+def loopback(tmp_path_factory):
+    with LoopbackConsortium(PARTIES, tmp_path_factory.mktemp("ot-loopback")) as bed:
+        yield bed
+
+
+@settings(max_examples=10, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.integers(0, 1), max_size=200))
+def test_random_ot_every_choice_pattern_on_grpc(loopback, choices):
+    r = np.array(choices, dtype=np.uint8)
+    (x0, x1), got = _run(
+        with_chunk(64)(lambda s: s.random(len(r))),
+        with_chunk(64)(lambda rc: rc.random(r)),
+        bed=loopback,
+    )
+    assert np.array_equal(got, np.where(r[:, None] == 1, x1, x0))
+
+
+def test_on_grpc_loopback(tmp_path):
+    n = 5000
+    r = _bits(9, n)
+    delta = np.arange(n, dtype=np.uint32)
+    with LoopbackConsortium(PARTIES, tmp_path, max_message_bytes=64 * 1024) as bed:
+        (x0, x1), got = _run(
+            with_chunk(1024)(lambda s: s.random(n)),
+            with_chunk(1024)(lambda rc: rc.random(r)),
+            bed=bed,
+        )
+        assert np.array_equal(got, np.where(r[:, None] == 1, x1, x0))
+        c0, cgot = _run(
+            with_chunk(1024)(lambda s: s.correlated(delta)),
+            with_chunk(1024)(lambda rc: rc.correlated(r, dtype=np.uint32)),
+            bed=bed,
+        )
+        assert np.array_equal(cgot, c0 + r.astype(np.uint32) * delta)
+
+
+# Malicious peers -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "bad_u",
+    [
+        np.zeros((128, 16), dtype=np.uint8),  # too short for 256 OTs
+        np.zeros((127, 32), dtype=np.uint8),  # wrong number of rows
+        np.zeros((128, 32), dtype=np.uint16),  # wrong dtype
+    ],
+)
+def test_bad_u_matrix_raises(bad_u):
+    def party(net, _):
+        if net.me == "alice":
+            return IKNPSender.setup(net, "bob").random(256)
+        IKNPReceiver.setup(net, "alice")
+        net.send("alice", U_STEP, bad_u)
+        net.receive("alice", "never", timeout=5)
+        return None
+
+    with pytest.raises(ProtocolError) as info:
+        simulate(party, {"alice": None, "bob": None}, timeout=10)
+    assert info.value.party == "bob" and info.value.step == U_STEP
+
+
+@pytest.mark.parametrize(
+    "bad_d", [np.zeros(100, dtype=np.uint32), np.zeros(99, dtype=np.uint64), b"junk"]
+)
+def test_bad_corrections_raise(bad_d):
+    def party(net, _):
+        if net.me == "alice":
+            s = IKNPSender.setup(net, "bob")
+            s._q_rows(100)  # consume u without answering properly
+            net.send("bob", D_STEP, bad_d)
+            net.receive("bob", "never", timeout=5)
+            return None
+        return IKNPReceiver.setup(net, "alice").correlated(_bits(1, 100), dtype=np.uint64)
+
+    with pytest.raises(ProtocolError) as info:
+        simulate(party, {"alice": None, "bob": None}, timeout=10)
+    assert info.value.party == "alice" and info.value.step == D_STEP
+
+
+def test_invalid_base_point_raises():
+    def party(net, _):
+        if net.me == "alice":
+            return IKNPSender.setup(net, "bob")
+        scoped = net.scoped("ot/iknp/alice>bob")
+        scoped.send("alice", "session", 5)
+        scoped.send("alice", STEP_A, b"\x03" + b"\xff" * 32)
+        net.receive("alice", "never", timeout=5)
+        return None
+
+    with pytest.raises(ProtocolError) as info:
+        simulate(party, {"alice": None, "bob": None}, timeout=10)
+    assert info.value.party == "bob" and info.value.step == "ot/iknp/alice>bob/" + STEP_A
+
+
+def test_bad_session_tag_raises():
+    def party(net, _):
+        if net.me == "alice":
+            return IKNPSender.setup(net, "bob")
+        net.scoped("ot/iknp/alice>bob").send("alice", "session", -3)
+        net.receive("alice", "never", timeout=5)
+        return None
+
+    with pytest.raises(ProtocolError) as info:
+        simulate(party, {"alice": None, "bob": None}, timeout=10)
+    assert info.value.party == "bob"
+
+
+# Real party processes ---------------------------------------------------------------------
+
+
+@pytest.mark.grpc
+@pytest.mark.timeout(120)
+def test_ot_jobs_between_party_processes(tmp_path):
+    from ppdm.jobs.ot import generated_bits, generated_values
+    from ppdm.parties.testbed import GrpcTestbed
+
+    with GrpcTestbed(["alice", "bob"], tmp_path, timeout=60) as bed:
+        doc = bed.run_job("base-ot", {"count": 200, "verify": 50})
+        assert doc["state"] == "succeeded", doc["error"]
+        assert doc["parties"]["bob"]["result"]["verified"] is True
+
+        doc = bed.run_job("ot-extension", {"count": 300_000, "verify": 1000, "chunk": 65536})
+        assert doc["state"] == "succeeded", doc["error"]
+        assert doc["parties"]["bob"]["result"]["verified"] is True
+
+        doc = bed.run_job("ot-extension", {"count": 5000, "verify": 5000, "kind": "correlated"})
+        assert doc["state"] == "succeeded", doc["error"]
+        assert doc["parties"]["bob"]["result"]["verified"] is True
+
+        doc = bed.run_job("dot-product-ot", {"length": 20_000, "vectors": 3, "seed": 4})
+        assert doc["state"] == "succeeded", doc["error"]
+        x = generated_bits("alice", 4, (3, 20_000), 0.5).astype(np.int64)
+        y = generated_bits("bob", 4, (3, 20_000), 0.5).astype(np.int64)
+        want = [int(v) for v in (x * y).sum(axis=1)]
+        assert doc["parties"]["alice"]["result"]["values"] == want
+        assert doc["parties"]["bob"]["result"]["values"] == want
+
+        doc = bed.run_job("comparison", {"count": 2000, "bits": 32, "seed": 9})
+        assert doc["state"] == "succeeded", doc["error"]
+        xv = generated_values("alice", 9, 2000, 32)
+        yv = generated_values("bob", 9, 2000, 32)
+        assert doc["parties"]["bob"]["result"]["true"] == int((xv >= yv).sum())
+
+        doc = bed.run_job("argmin", {"points": 300, "clusters": 5, "seed": 2})
+        assert doc["state"] == "succeeded", doc["error"]
+        import hashlib
+
+        d = generated_values("alice", 2, 1500, 31) + generated_values("bob", 2, 1500, 31)
+        idx = d.reshape(300, 5).argmin(axis=1).astype("<i8")
+        assert (
+            doc["parties"]["alice"]["result"]["sha256"] == hashlib.sha256(idx.tobytes()).hexdigest()
+        )
+
+
+def test_long_chosen_messages_use_smaller_chunks():
+    n, length = 300, 40_000  # 2 * 40 kB per OT: 8 MiB caps a chunk at 64 OTs
+    r = _bits(21, n)
+    rng = np.random.default_rng(22)
+    m0 = rng.integers(0, 256, (n, length), dtype=np.uint8)
+    m1 = rng.integers(0, 256, (n, length), dtype=np.uint8)
+
+    def party(net, _):
+        if net.me == "alice":
+            return IKNPSender.setup(net, "bob").send(m0, m1)
+        return IKNPReceiver.setup(net, "alice").receive(r, length=length)
+
+    sim = simulate(party, {"alice": None, "bob": None}, timeout=60)
+    assert np.array_equal(sim.results["bob"], np.where(r[:, None] == 1, m1, m0))
+    d = {s["step"]: s for s in sim.metrics["alice"]}[D_STEP]
+    assert d["messages_sent"] == 5 and d["bytes_sent"] / d["messages_sent"] < 9 << 20
