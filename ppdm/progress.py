@@ -11,7 +11,10 @@ import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
 
 
 class Progress(Protocol):
@@ -62,7 +65,7 @@ class RichProgress:
             transient=False,
             disable=not self._enabled,
         )
-        self._task: int | None = None
+        self._task: TaskID | None = None
         self._started = False
 
     def start(self, description: str, total: float | None = None) -> None:

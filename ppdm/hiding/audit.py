@@ -183,7 +183,7 @@ class SumAuditor:
             return None
         self._echelon.insert(dict.fromkeys(q, Fraction(1)), {len(self.answered): Fraction(1)})
         self.answered.append(q)
-        return float(self.values[sorted(q)].sum())
+        return float(np.asarray(self.values)[sorted(q)].sum())
 
 
 @dataclass
@@ -237,7 +237,7 @@ class MaxAuditor:
         if self.would_disclose(q):
             self.denied.append(q)
             return None
-        vals = self.values[sorted(q)]
+        vals = np.asarray(self.values)[sorted(q)]
         ans = float(vals.max() if self.kind == "max" else vals.min())
         self.answered.append((q, ans))
         return ans

@@ -262,9 +262,7 @@ def hide_exact(
         scope = "all"
     except ExactTooLarge as exc:
         log.info("%s; trying the border-only program", exc)
-        prog = build_program(
-            ws, frequent, confidence=confidence, max_vars=max_vars, scope="border"
-        )
+        prog = build_program(ws, frequent, confidence=confidence, max_vars=max_vars, scope="border")
         scope = "border"
     slv = get_solver(solver)
     log.info(

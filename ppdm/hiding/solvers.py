@@ -14,7 +14,7 @@ Another solver (CBC through PuLP, a commercial one) only needs a ``solve`` metho
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -165,7 +165,7 @@ def get_solver(solver: str | MilpSolver) -> MilpSolver:
     if not isinstance(solver, str):
         return solver
     try:
-        return _SOLVERS[solver]()
+        return cast(MilpSolver, _SOLVERS[solver]())
     except KeyError:
         raise ConfigError(
             f"unknown MILP solver {solver!r}; choose from {sorted(_SOLVERS)}"

@@ -453,12 +453,12 @@ def support_counts(db: TransactionDB, itemsets: Iterable[Iterable[Any]]) -> np.n
     for idx, rows in by_len.values():
         arr = np.searchsorted(distinct, np.array(rows, dtype=np.int64))
         sel = np.array(idx, dtype=np.int64)
-        for s in range(0, len(arr), step):
-            a = arr[s : s + step]
+        for lo in range(0, len(arr), step):
+            a = arr[lo : lo + step]
             acc = bits[a[:, 0]]
             for j in range(1, a.shape[1]):
                 np.bitwise_and(acc, bits[a[:, j]], out=acc)
-            out[sel[s : s + step]] = _popcount_rows(acc)
+            out[sel[lo : lo + step]] = _popcount_rows(acc)
     return out
 
 

@@ -436,7 +436,7 @@ def vertical_kmeans(
         d2 = ((x[:, None, :] - centers[None, :, :]) ** 2).sum(axis=2)
         enc = np.rint(d2 * scale).astype(np.int64).view(np.uint64)
         share = _share_to_pair(sub, enc, a, b, "shares")
-        if net.me in (a, b):
+        if share is not None:
             peer = b if net.me == a else a
             got = secure_argmin(
                 sub.scoped("argmin"), share, peer=peer, value_bits=value_bits, session=session

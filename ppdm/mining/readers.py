@@ -34,11 +34,13 @@ __all__ = ["from_onehot", "from_transactions", "read_basket_csv", "read_fimi", "
 
 PathLike = str | os.PathLike[str]
 
+_EMPTY = np.zeros(0, dtype=np.int64)
+
 
 def _from_flat(n: int, row: np.ndarray, labels: np.ndarray) -> TransactionDB:
     """Build a database from parallel arrays (transaction index, label)."""
     if len(labels) == 0:
-        return TransactionDB(n, np.array([], dtype=np.int64), np.zeros(n + 1, np.int64), [])
+        return TransactionDB(n, np.array([], dtype=np.int64), np.zeros(n + 1, np.int64), _EMPTY)
     try:
         items, cols = np.unique(labels, return_inverse=True)
     except TypeError as exc:
@@ -90,12 +92,12 @@ def read_fimi(path: PathLike) -> TransactionDB:
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: a FIMI file holds ASCII integers only") from None
     if text == "":
-        return TransactionDB(0, np.array([], np.int64), np.zeros(1, np.int64), [])
+        return TransactionDB(0, np.array([], np.int64), np.zeros(1, np.int64), _EMPTY)
     if text.endswith("\n"):
         text = text[:-1]
     if text.strip() == "":
         n = text.count("\n") + 1
-        return TransactionDB(n, np.array([], np.int64), np.zeros(n + 1, np.int64), [])
+        return TransactionDB(n, np.array([], np.int64), np.zeros(n + 1, np.int64), _EMPTY)
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)
         try:
@@ -155,7 +157,7 @@ def from_onehot(df: Any) -> TransactionDB:
     nz = vals.astype(bool)
     rows, cols = np.asarray(rows)[nz], np.asarray(cols)[nz]
     if len(columns) == 0:
-        return TransactionDB(n, np.array([], np.int64), np.zeros(n + 1, np.int64), [])
+        return TransactionDB(n, np.array([], np.int64), np.zeros(n + 1, np.int64), _EMPTY)
     labels = np.empty(len(columns), dtype=object)
     labels[:] = columns
     try:

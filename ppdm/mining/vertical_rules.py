@@ -261,7 +261,7 @@ def _pair_paillier(
             or (len(parts) and (group_of.min() < 0 or group_of.max() >= len(names)))
         ):
             raise ProtocolError(a, "paillier/assign", "invalid candidate grouping")
-        distinct = list(range(len(names)))
+        distinct = [(i,) for i in range(len(names))]  # only the count matters here
     result = np.zeros(len(parts), dtype=np.int64)
     for g in range(len(distinct)):
         rows = np.flatnonzero(group_of == g)

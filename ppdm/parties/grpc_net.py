@@ -39,6 +39,7 @@ import contextlib
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -440,7 +441,7 @@ def _refuse_frames(
     log.warning("party %s sent %s", peer, reason)
     if endpoint is not None and peer in endpoint.parties:
         # The job's next receive from this peer raises ProtocolError naming it.
-        endpoint._poison(peer, reason)
+        endpoint.poison(peer, reason)
     context.abort(grpc.StatusCode.INVALID_ARGUMENT, reason)
 
 
@@ -483,6 +484,7 @@ class PeerStream:
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=QUEUE_FRAMES)
         self._seq = 0
         self._closing = False
+        self._close_queued = False
         self.error: str | None = None
         exchange = channel.stream_unary(
             EXCHANGE_METHOD,
@@ -543,17 +545,30 @@ class PeerStream:
         ):
             self._put(frame)
 
+    def half_close(self, timeout: float | None = None) -> bool:
+        """Queue the end of the stream (waiting up to ``timeout`` s for room; ``None``:
+        do not wait); ``False`` if there was no room."""
+        self._closing = True
+        if self.error is not None or self._close_queued:
+            return True
+        try:
+            if timeout is None:
+                self._queue.put_nowait(_CLOSE)
+            else:
+                self._queue.put(_CLOSE, timeout=max(timeout, 0.0))
+        except queue.Full:
+            return False
+        self._close_queued = True
+        return True
+
     def close(self, timeout: float) -> str | None:
         """Half-close the stream and wait up to ``timeout`` s; returns an error, if any."""
-        self._closing = True
-        if self.error is None:
-            try:
-                self._queue.put(_CLOSE, timeout=timeout)
-            except queue.Full:
-                self._future.cancel()
-                return "stream did not drain before the close timeout"
+        deadline = time.monotonic() + timeout
+        if not self.half_close(timeout):
+            self._future.cancel()
+            return "stream did not drain before the close timeout"
         try:
-            self._future.result(timeout=timeout)
+            self._future.result(timeout=max(deadline - time.monotonic(), 0.0))
         except grpc.FutureTimeoutError:
             self._future.cancel()
             return "stream did not finish before the close timeout"
@@ -608,13 +623,16 @@ class JobLinks:
         stream.send(data)
 
     def close(self, timeout: float) -> dict[str, str]:
-        """Close every stream (waiting up to ``timeout`` s each); errors by peer."""
+        """Close every stream, waiting up to ``timeout`` s in all; errors by peer."""
+        deadline = time.monotonic() + timeout
         with self._lock:
             self._closed = True
             streams = list(self._streams.values())
+        for s in streams:  # half-close them all first, so they drain in parallel
+            s.half_close()
         errors = {}
         for s in streams:
-            err = s.close(timeout)
+            err = s.close(max(deadline - time.monotonic(), 0.0))
             if err is not None:
                 errors[s.peer] = err
         return errors

@@ -303,7 +303,7 @@ class Endpoint(Network):
             envelope = env_pb.Envelope.FromString(data)
         except _PbDecodeError as exc:
             if sender is not None:
-                self._poison(sender, f"undecodable envelope ({exc})")
+                self.poison(sender, f"undecodable envelope ({exc})")
             return
         claimed = envelope.sender
         origin = sender if sender is not None else claimed
@@ -319,7 +319,7 @@ class Endpoint(Network):
         elif envelope.recipient != self._me:
             problem = f"envelope addressed to {envelope.recipient!r}"
         if problem is not None:
-            self._poison(origin, problem)
+            self.poison(origin, problem)
             return
         with self._cond:
             expected = self._seq_in.get(origin, 0) + 1
@@ -338,7 +338,9 @@ class Endpoint(Network):
                 self._queues.setdefault(key, deque()).append((len(data), envelope))
             self._cond.notify_all()
 
-    def _poison(self, party: str, reason: str) -> None:
+    def poison(self, party: str, reason: str) -> None:
+        """Mark all further traffic from ``party`` unusable (a transport-level fault such
+        as a malformed frame); its next receive raises :class:`ProtocolError`."""
         with self._cond:
             self._poisoned.setdefault(party, reason)
             self._cond.notify_all()

@@ -360,7 +360,10 @@ class PartyNode:
                     f"{running} jobs already running at {self.name!r} "
                     f"(node.max_workers = {self.settings.max_workers})"
                 )
-        endpoint, links = self.open_endpoint(job_id, parties, timeout=timeout)
+        try:
+            endpoint, links = self.open_endpoint(job_id, parties, timeout=timeout)
+        except ValueError as exc:  # the same id started twice at once
+            raise FileExistsError(str(exc)) from None
         job = Job(
             job_id=job_id,
             protocol=spec.name,
@@ -502,7 +505,17 @@ class _Servicer(party_pb2_grpc.PartyServicer):
                 grpc.StatusCode.PERMISSION_DENIED,
                 f"party {caller!r} is not a member of job {request.job_id!r}",
             )
-        return job.status(self.node.name)
+        status = job.status(self.node.name)
+        limit = self.node.consortium.max_message_bytes
+        if status.ByteSize() > limit:
+            size = status.ByteSize()
+            status.ClearField("result")
+            status.state = pb.JOB_STATE_FAILED
+            status.error = (
+                f"the job's result ({size} bytes) does not fit in one message of at most "
+                f"{limit} bytes; raise max_message_bytes in the consortium file"
+            )
+        return status
 
     def Health(self, request: pb.HealthRequest, context: grpc.ServicerContext) -> Any:
         caller = authenticate(context, self.node.consortium)

@@ -86,7 +86,11 @@ class GrpcTestbed:
     max_message_bytes
         The consortium's maximum gRPC message size (envelopes above it are chunked).
     inputs
-        Optional private ``secure_sum`` input per party (default: random samples).
+        Per party, its private ``secure_sum`` input, or a dict that becomes its whole
+        ``[inputs]`` table (default: a random ``secure_sum`` sample each).
+    data
+        Per party, its ``[data]`` table (data file paths, absolute or relative to
+        ``workdir``), read by jobs through ``ctx.data_path(key)``.
     start_timeout
         How long to wait for every node to answer ``Health``.
     """
@@ -100,6 +104,7 @@ class GrpcTestbed:
         timeout: float = 60.0,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         inputs: Mapping[str, Any] | None = None,
+        data: Mapping[str, Mapping[str, str]] | None = None,
         start_timeout: float = 60.0,
         log_level: str = "INFO",
         keep_ca_key: bool = False,
@@ -124,20 +129,31 @@ class GrpcTestbed:
             keep_ca_key=keep_ca_key,
             overwrite=True,
         )
-        if inputs:
-            for party, value in inputs.items():
-                self._set_input(party, value)
+        for party in self.parties:
+            if (inputs and party in inputs) or (data and party in data):
+                self._update_settings(
+                    party,
+                    inputs.get(party) if inputs and party in inputs else None,
+                    data.get(party) if data else None,
+                )
         self.settings: dict[str, PartySettings] = {
             p: load_settings(self.settings_path(p)) for p in self.parties
         }
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         (self.workdir / "logs").mkdir(exist_ok=True)
 
-    def _set_input(self, party: str, value: Any) -> None:
+    def _update_settings(
+        self, party: str, inputs: Any | None, data: Mapping[str, str] | None
+    ) -> None:
         path = self.settings_path(party)
         with path.open("rb") as f:
             doc = tomllib.load(f)
-        doc.setdefault("inputs", {})["secure_sum"] = value
+        if isinstance(inputs, Mapping):
+            doc["inputs"] = dict(inputs)
+        elif inputs is not None:
+            doc.setdefault("inputs", {})["secure_sum"] = inputs
+        if data is not None:
+            doc["data"] = {k: str(v) for k, v in data.items()}
         path.write_text(write_toml(doc, header=f"Private settings of party {party!r} (testbed)."))
 
     def settings_path(self, party: str) -> Path:

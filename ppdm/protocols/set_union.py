@@ -148,6 +148,8 @@ def secure_set_union(
     # 2. Merge at the collector, 3. decrypt around the ring.
     step = f"{STEP}/decrypt"
     if me == first:
+        if full_own is None:  # pragma: no cover - n >= 2 always sets it
+            raise RuntimeError("the collector holds no fully encrypted set")
         sets = [full_own]
         for p in parties[1:]:
             s = f"{STEP}/encrypted"

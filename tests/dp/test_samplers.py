@@ -56,17 +56,22 @@ def decimal_digits(value: Decimal, count: int) -> list[int]:
 
 
 class ScriptedRandom:
-    """A RandomSource that replays fixed uint32 words (to drive the tie-breaking path)."""
+    """A RandomSource that replays fixed bytes (to drive the tie-breaking path)."""
 
     secure = False
 
-    def __init__(self, words: list[int]) -> None:
-        self.words = list(words)
+    def __init__(self, data: bytes) -> None:
+        self.data = data
 
     def bytes(self, n: int) -> bytes:
-        k = n // 4
-        out, self.words = self.words[:k], self.words[k:]
-        return np.array(out, dtype=np.uint32).tobytes()
+        out, self.data = self.data[:n], self.data[n:]
+        if len(out) < n:
+            raise AssertionError("script exhausted")
+        return out
+
+
+def _u32(*words: int) -> bytes:
+    return np.array(words, dtype=np.uint32).tobytes()
 
 
 def test_to_fraction_reads_decimals() -> None:
@@ -104,14 +109,17 @@ def test_exact_rational_expansion_and_one() -> None:
         Expansion(exact=Fraction(3, 2))
 
 
-def test_tie_on_first_word_is_resolved_by_later_digits() -> None:
+def test_tie_on_first_byte_is_resolved_by_later_digits() -> None:
     e = Expansion(exact=Fraction(1, 3))  # digits 0x55555555 ...
     table = BernoulliTable.of([e])
-    # First word ties, second is below the digit: success; then a tie and above: failure.
-    rng = ScriptedRandom([0x55555555, 0x55555554])
+    # Leading byte ties (0x55), the next 24 bits are below 0x555555: success.
+    rng = ScriptedRandom(b"\x55" + _u32(0x00555554))
     assert table.sample(np.array([0]), rng).tolist() == [True]
-    rng = ScriptedRandom([0x55555555, 0x55555555, 0x55555556])
+    # Leading byte and 24 bits tie, the second digit is above 0x55555555: failure.
+    rng = ScriptedRandom(b"\x55" + _u32(0xAB555555, 0x55555556))
     assert table.sample(np.array([0]), rng).tolist() == [False]
+    # A different leading byte decides at once.
+    assert table.sample(np.array([0, 0]), ScriptedRandom(b"\x54\x56")).tolist() == [True, False]
 
 
 @given(num=st.integers(1, 999), den=st.integers(1000, 2000))

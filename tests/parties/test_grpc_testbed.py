@@ -34,7 +34,13 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory):
     with GrpcTestbed(
-        PARTIES, tmp_path_factory.mktemp("testbed"), timeout=10, keep_ca_key=True
+        PARTIES,
+        tmp_path_factory.mktemp("testbed"),
+        timeout=10,
+        keep_ca_key=True,
+        # alice keeps her random sample; bob and carol get edge-case inputs.
+        inputs={"bob": -(2**70), "carol": {"secure_sum": 2**69 + 3, "note": "private"}},
+        data={"carol": {"table": "carol.csv"}},
     ) as b:
         yield b
 
@@ -53,6 +59,8 @@ def ppdm_cli(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str
 
 def test_secure_sum_from_any_party_is_exact_and_matches_the_simulation(bed):
     inputs = {p: v["secure_sum"] for p, v in bed.private_inputs().items()}
+    assert inputs["bob"] == -(2**70) and bed.private_inputs()["carol"]["note"] == "private"
+    assert bed.settings["carol"].raw["data"] == {"table": "carol.csv"}
     simulated = run_local(secure_sum, inputs)
     for initiator in ("carol", "alice"):
         doc = bed.run_job("secure-sum", initiator=initiator)

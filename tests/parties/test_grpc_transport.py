@@ -360,3 +360,19 @@ def test_a_crashed_node_is_noticed_by_the_health_probes(tmp_path):
         error = doc["parties"]["alice"]["error"]
         assert error.startswith("PartyFailure: party 'bob'") and "unreachable" in error
         assert elapsed < 15  # the receive timeout is 30 s
+
+
+def _big_result(net, params, ctx):
+    return {"blob": "x" * params["size"]}
+
+
+def test_a_result_too_big_for_one_message_is_reported(tmp_path):
+    from ppdm.jobs.registry import JobSpec, register_job
+
+    register_job(JobSpec("test-big-result", "test only", _big_result, {"size": 10}))
+    with LoopbackConsortium(("alice", "bob"), tmp_path, max_message_bytes=64 * 1024) as bed:
+        small = run_job(bed.settings["alice"], "test-big-result", timeout=10)
+        assert small["ok"] and small["parties"]["bob"]["result"] == {"blob": "x" * 10}
+        big = run_job(bed.settings["alice"], "test-big-result", {"size": 100_000}, timeout=10)
+        assert big["ok"] is False
+        assert "raise max_message_bytes" in big["parties"]["bob"]["error"]

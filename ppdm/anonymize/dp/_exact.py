@@ -6,7 +6,8 @@ probability is a transcendental number such as ``exp(-gamma)`` or
 ``V`` is drawn lazily in base-2^32 digits ``u_1, u_2, ...`` (uniform ``uint32`` words from
 the random source) and compared digit by digit with the expansion ``p = 0.d_1 d_2 ...``:
 the first digit where ``u_k != d_k`` decides the trial (``u_k < d_k`` means success).
-One word decides all but a ``2**-32`` fraction of trials; the rest draw further words.
+One random byte decides all but 1/256 of the trials (against the leading 8 bits of
+``p``); the rest draw 24 more bits, then whole 32-bit words, until the digits differ.
 
 The digits ``d_k`` are exact: they are computed with MPFR (gmpy2) under directed
 rounding, which gives a rigorous lower and upper bound of ``p``; a digit is accepted only
@@ -32,6 +33,7 @@ __all__ = [
     "exp_neg",
     "logistic_neg",
     "to_fraction",
+    "uniform_bytes",
     "uniform_words",
 ]
 
@@ -72,7 +74,14 @@ def uniform_words(rng: RandomSource, n: int) -> np.ndarray:
     """``n`` uniform ``uint32`` words from ``rng`` (its raw bytes, nothing derived)."""
     if n <= 0:
         return np.empty(0, dtype=np.uint32)
-    return np.frombuffer(rng.bytes(4 * n), dtype=np.uint32).copy()
+    return np.frombuffer(rng.bytes(4 * n), dtype=np.uint32)
+
+
+def uniform_bytes(rng: RandomSource, n: int) -> np.ndarray:
+    """``n`` uniform ``uint8`` values from ``rng``."""
+    if n <= 0:
+        return np.empty(0, dtype=np.uint8)
+    return np.frombuffer(rng.bytes(n), dtype=np.uint8)
 
 
 class Expansion:
@@ -236,12 +245,20 @@ class BernoulliTable:
     def first_digits(self) -> np.ndarray:
         return self._first
 
+    def first_bytes(self) -> np.ndarray:
+        """The leading 8 bits of each probability (prepared entries only)."""
+        return (self._first >> np.uint32(24)).astype(np.uint8)
+
     def sample(self, which: np.ndarray, rng: RandomSource) -> np.ndarray:
-        """One trial per entry of ``which`` (indices of probabilities); boolean array."""
+        """One trial per entry of ``which`` (indices of probabilities); boolean array.
+
+        The first comparison uses one random *byte* against the leading 8 bits of ``p``
+        (deciding all but 1/256 of the trials); ties go to :meth:`resolve`.
+        """
         which = np.asarray(which, dtype=np.int64)
         self.prepare(which)
-        u = uniform_words(rng, len(which))
-        d = self._first[which]
+        u = uniform_bytes(rng, len(which))
+        d = self.first_bytes()[which]
         out = u < d
         undecided = np.flatnonzero(u == d)
         if undecided.size:
@@ -249,14 +266,24 @@ class BernoulliTable:
         return out
 
     def resolve(self, which: np.ndarray, rng: RandomSource) -> np.ndarray:
-        """Finish trials whose first word tied with the first digit (rare: 2**-32 each)."""
-        out = np.zeros(len(which), dtype=bool)
-        pending = np.arange(len(which))
+        """Finish trials whose first random byte equalled the leading 8 bits of ``p``.
+
+        Compares 24 fresh random bits with bits 9-32 of ``p``, then whole 32-bit digits,
+        until they differ (each round leaves a 2**-24 or 2**-32 fraction undecided).
+        """
+        which = np.asarray(which, dtype=np.int64)
+        low = np.uint32(0xFFFFFF)
+        u = uniform_words(rng, len(which)) & low
+        d = self._first[which] & low
+        out = u < d
+        pending = np.flatnonzero(u == d)
         k = 1
         while pending.size:
+            uniq, inv = np.unique(which[pending], return_inverse=True)
+            digits = np.array([self.expansion(int(i)).digit(k) for i in uniq], dtype=np.uint32)
+            dk = digits[inv]
             u = uniform_words(rng, len(pending))
-            d = np.array([self.expansion(int(i)).digit(k) for i in which[pending]], dtype=np.uint32)
-            out[pending] = u < d
-            pending = pending[u == d]
+            out[pending] = u < dk
+            pending = pending[u == dk]
             k += 1
         return out

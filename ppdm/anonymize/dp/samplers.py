@@ -11,8 +11,8 @@ noise in floating point:
   by its binary expansion. The bits of a geometric variate are independent: bit ``j`` is
   set with probability ``r**(2**j) / (1 + r**(2**j))``, and the part above bit ``J`` is
   itself geometric with ratio ``r**(2**J)``. Each bit is an exact Bernoulli trial (see
-  :mod:`ppdm.anonymize.dp._exact`), so a sample costs about ``log2(23 * scale)`` 32-bit
-  words and a few numpy comparisons -- no loop over samples, no floating point.
+  :mod:`ppdm.anonymize.dp._exact`), so a sample costs about ``log2(23 * scale)`` random
+  bytes and a few numpy comparisons -- no loop over samples, no floating point.
 * :func:`sample_discrete_laplace` (the two-sided geometric distribution,
   ``P(X = x) ∝ exp(-|x| / scale)``) takes a geometric magnitude and a random sign and
   rejects "negative zero", as in Canonne, Kamath and Steinke (2020, "The discrete Gaussian
@@ -44,7 +44,7 @@ from ppdm.anonymize.dp._exact import (
     exp_neg,
     logistic_neg,
     to_fraction,
-    uniform_words,
+    uniform_bytes,
 )
 from ppdm.randomness import RandomSource, make_rng
 
@@ -90,11 +90,16 @@ class _Geometric:
         levels = self.levels
         out = np.zeros(n, dtype=np.int64)
         if levels:
-            words = uniform_words(rng, n * levels).reshape(levels, n)
-            digits = self.bits.first_digits()
+            # One random byte per bit against the leading 8 bits of its probability.
+            words = uniform_bytes(rng, n * levels).reshape(levels, n)
+            digits = self.bits.first_bytes()
+            hit = np.empty(n, dtype=bool)
+            term = np.empty(n, dtype=np.int64)
             for j in range(levels):
                 row = words[j]
-                out |= (row < digits[j]).astype(np.int64) << j
+                np.less(row, digits[j], out=hit)
+                np.multiply(hit, np.int64(1) << j, out=term)
+                out |= term
                 tie = np.flatnonzero(row == digits[j])
                 if tie.size:
                     won = self.bits.resolve(np.full(tie.size, j, dtype=np.int64), rng)
