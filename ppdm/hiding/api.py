@@ -25,6 +25,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ppdm.errors import ConfigError
 from ppdm.hiding import border as _border
 from ppdm.hiding import exact as _exact
@@ -32,7 +34,7 @@ from ppdm.hiding import heuristics as _h
 from ppdm.hiding.metrics import Mined, SideEffects, side_effects
 from ppdm.hiding.problem import HidingError, SensitiveRule, Workspace, rule_is_hidden
 from ppdm.hiding.solvers import MilpSolver
-from ppdm.mining.itemsets import TransactionDB, frequent_itemsets
+from ppdm.mining.itemsets import TransactionDB, frequent_itemsets, min_count, support_counts
 from ppdm.mining.rules import Rule
 from ppdm.progress import Progress, progress_task
 
@@ -195,6 +197,26 @@ def hide_rules(
                 ws = Workspace(db, rules, min_support=min_support, min_confidence=min_confidence)
                 used = fb
                 _run(ws, fb, frequent or {}, swa_window, swa_psi)
+            else:
+                if info.get("status") != "optimal" and fallback is not None:
+                    # Not proven optimal (time limit): keep whichever of the solver's best
+                    # solution and the fallback loses fewer frequent itemsets.
+                    fb = _canonical(fallback)
+                    if fb != "exact":
+                        alt = Workspace(
+                            db, rules, min_support=min_support, min_confidence=min_confidence
+                        )
+                        _run(alt, fb, frequent or {}, swa_window, swa_psi)
+                        lost_exact = _lost_itemsets(ws, frequent or {}, min_support)
+                        lost_alt = _lost_itemsets(alt, frequent or {}, min_support)
+                        info["incumbent_lost_itemsets"] = lost_exact
+                        info["fallback_lost_itemsets"] = lost_alt
+                        if lost_alt < lost_exact:
+                            info["fallback_reason"] = (
+                                f"solver stopped at {info.get('status')} with {lost_exact} lost "
+                                f"itemsets; {fb} lost {lost_alt}"
+                            )
+                            ws, used = alt, fb
         else:
             _run(ws, m, frequent or {}, swa_window, swa_psi)
         sanitized = ws.sanitized()
@@ -225,6 +247,16 @@ def hide_rules(
         side_effects=effects,
         info=info,
     )
+
+
+def _lost_itemsets(ws: Workspace, frequent: Mapping[frozenset, int], min_support: float) -> int:
+    """Frequent itemsets of the original data that are no longer frequent in ``ws``."""
+    if not frequent:
+        return 0
+    sanitized = ws.sanitized()
+    keys = [tuple(sorted(k)) for k in frequent]
+    counts = support_counts(sanitized, keys)
+    return int(np.count_nonzero(counts < min_count(min_support, sanitized.n_transactions)))
 
 
 def _run(

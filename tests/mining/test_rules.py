@@ -67,6 +67,7 @@ def test_rules_match_brute_force(tx: list, s: float, conf: float) -> None:
     assert all(a.confidence >= b.confidence for a, b in itertools.pairwise(rules))
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_mushroom_rules_match_mlxtend(fimi_dir: Path) -> None:
     from mlxtend.frequent_patterns import association_rules as mlx_rules
     from mlxtend.frequent_patterns import fpgrowth
