@@ -5,8 +5,8 @@ own customers' baskets (horizontal partitioning) or stores selling complementary
 to the same customers (vertical partitioning) mine the pooled data without showing it.
 The protocols are in :mod:`ppdm.mining`; this module is the glue that makes them *jobs*:
 each party reads its own file from its settings (``[data] transactions = "..."`` or
-``[data] records = "..."``), the public parameters come from the initiator, and the
-result is JSON. ``ppdm simulate assoc|kmeans`` (in-process network) and ``ppdm job run
+``[data] records = "..."``; the ``data`` parameter names another entry of the table), the
+public parameters come from the initiator, and the result is JSON. ``ppdm simulate assoc|kmeans`` (in-process network) and ``ppdm job run
 assoc|kmeans`` (party nodes over gRPC) run exactly this code.
 
 Data files (``docs/mining.md``)
@@ -30,8 +30,9 @@ What the job documents reveal
 -----------------------------
 Every party's ``result`` goes to the job's initiator (``docs/jobs.md``). Besides the
 protocol outputs (what every party learns anyway), a result holds the party's own
-``local`` statistics (record count, cluster sizes of its own records) unless the job runs
-with ``report_local=false``; it never holds another party's data.
+``local`` statistics (record count, cluster sizes of its own records) only when the job
+runs with ``report_local=true`` (off by default: the initiator would see them); it never
+holds another party's data.
 """
 
 from __future__ import annotations
@@ -186,8 +187,8 @@ def read_records(
     for c in names:
         if not pd.api.types.is_numeric_dtype(df[c]) or pd.api.types.is_bool_dtype(df[c]):
             raise ConfigError(
-                f"{path}: column {c!r} is not numeric (encode it as numbers, or leave it out "
-                "with the columns parameter)"
+                f"{path}: column {c!r} is not numeric (encode it as numbers, or select the "
+                "numeric columns with the columns parameter / --columns)"
             )
     x = df[names].to_numpy(dtype=np.float64) if names else np.zeros((len(df), 0))
     if not np.all(np.isfinite(x)):
@@ -205,6 +206,7 @@ def partition_file(
     fmt: str = "auto",
     sep: str = ",",
     id_column: str = "record_id",
+    columns: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Split one pooled data file into one file per party (``ppdm partition``).
 
@@ -216,7 +218,7 @@ def partition_file(
     the line order, so the line number is the common transaction id.
 
     Writes ``<party>.dat`` / ``<party>.csv`` and ``partition.json`` (the manifest, also
-    returned) into ``out_dir``.
+    returned) into ``out_dir``. ``columns`` keeps only those attributes of a records table.
     """
     if mode not in MODES:
         raise ConfigError(f"mode must be horizontal or vertical, not {mode!r}")
@@ -236,8 +238,10 @@ def partition_file(
         "parties": {},
     }
     if kind == "records":
-        _partition_records(input_path, out, names, mode, seed, sep, id_column, manifest)
+        _partition_records(input_path, out, names, mode, seed, sep, id_column, columns, manifest)
     else:
+        if columns is not None:
+            raise ConfigError("columns apply to records tables, not to transactions")
         db = read_transactions(input_path, fmt=kind, sep=sep)
         manifest["rows"] = db.n_transactions
         ext = ".dat" if kind == "fimi" else ".csv"
@@ -267,6 +271,7 @@ def _partition_records(
     seed: int,
     sep: str,
     id_column: str,
+    columns: Sequence[str] | None,
     manifest: dict[str, Any],
 ) -> None:
     import pandas as pd
@@ -285,6 +290,12 @@ def _partition_records(
     manifest["rows"] = len(df)
     manifest["id_column"] = id_column
     attrs = [c for c in df.columns if c != id_column]
+    if columns is not None:
+        missing = [c for c in columns if c not in attrs]
+        if missing:
+            raise ConfigError(f"{input_path}: no column(s) {', '.join(map(repr, missing))}")
+        attrs = [c for c in attrs if c in set(columns)]
+        df = df[[id_column, *attrs]]
     try:
         if mode == "horizontal":
             parts = horizontal_split(len(df), len(names), seed=seed)
@@ -419,7 +430,8 @@ ASSOC_DEFAULTS: dict[str, Any] = {
     "fake_ratio": 0.25,
     "format": "auto",
     "sep": ",",
-    "report_local": True,
+    "data": "transactions",
+    "report_local": False,
 }
 
 
@@ -433,55 +445,36 @@ def run_assoc(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> dic
     ``paillier`` applies). Returns ``AssocResult.to_json()`` plus ``mode``, ``party`` and
     (with ``report_local``) this party's ``local`` transaction and item counts.
     """
-    mode = _choice(params, "mode", MODES)
-    min_support = _fraction(params, "min_support", low_open=True)
-    min_confidence = _fraction(params, "min_confidence", low_open=False)
-    max_len = _optional_integer(params, "max_len", low=1)
-    reveal_counts = _flag(params, "reveal_counts")
-    report_local = _flag(params, "report_local")
-    fmt = params["format"]
-    if fmt not in ("auto", *TRANSACTION_FORMATS):
-        raise ConfigError(f"format must be auto, fimi or basket, not {fmt!r}")
-    sep = str(params["sep"])
-    db = read_transactions(ctx.data_path("transactions"), fmt=fmt, sep=sep)
+    opts = check_params("assoc", params)
+    mode = opts["mode"]
+    db = read_transactions(ctx.data_path(opts["data"]), fmt=opts["format"], sep=opts["sep"])
     if mode == "horizontal":
-        result = _horizontal_assoc(
-            net, db, params, ctx, min_support, min_confidence, max_len, reveal_counts
-        )
+        result = _horizontal_assoc(net, db, opts, ctx)
     else:
         from ppdm.mining.vertical_rules import vertical_association_rules
 
-        method = _choice(params, "method", ("ot", "paillier"))
         if len(net.parties) < 2:
             raise ConfigError("vertical association rules need at least two parties")
         result = vertical_association_rules(
             net,
             db,
-            min_support=min_support,
-            min_confidence=min_confidence,
-            method=method,  # type: ignore[arg-type]
-            max_len=max_len,
+            min_support=opts["min_support"],
+            min_confidence=opts["min_confidence"],
+            method=opts["method"],
+            max_len=opts["max_len"],
             progress=ctx.progress,
         )
     out: dict[str, Any] = {"mode": mode, "party": net.me, **result.to_json()}
-    if report_local:
+    if opts["report_local"]:
         out["local"] = {"transactions": db.n_transactions, "items": db.n_items}
     return _jsonable(out)
 
 
 def _horizontal_assoc(
-    net: Network,
-    db: TransactionDB,
-    params: Mapping[str, Any],
-    ctx: PartyContext,
-    min_support: float,
-    min_confidence: float,
-    max_len: int | None,
-    reveal_counts: bool,
+    net: Network, db: TransactionDB, opts: Mapping[str, Any], ctx: PartyContext
 ) -> Any:
     from ppdm.mining.horizontal_rules import horizontal_association_rules
 
-    fake_ratio = _number(params, "fake_ratio")
     kind = "none"
     if db.n_items:
         kind = "str" if np.issubdtype(db.items.dtype, np.str_) else "int"
@@ -500,7 +493,7 @@ def _horizontal_assoc(
             "the parties' transaction files mix integer (FIMI) and string (basket) item labels"
         )
     common = kinds.pop() if kinds else "int"
-    label_bytes = _optional_integer(params, "label_bytes", low=1, high=255)
+    label_bytes = opts["label_bytes"]
     if label_bytes is None:
         label_bytes = 4 if common == "int" else 32
     if db.n_items:
@@ -520,12 +513,12 @@ def _horizontal_assoc(
     return horizontal_association_rules(
         net,
         db,
-        min_support=min_support,
-        min_confidence=min_confidence,
-        reveal_counts=reveal_counts,
-        max_len=max_len,
+        min_support=opts["min_support"],
+        min_confidence=opts["min_confidence"],
+        reveal_counts=opts["reveal_counts"],
+        max_len=opts["max_len"],
         label_bytes=label_bytes,
-        fake_ratio=fake_ratio,
+        fake_ratio=opts["fake_ratio"],
         progress=ctx.progress,
     )
 
@@ -544,24 +537,17 @@ KMEANS_DEFAULTS: dict[str, Any] = {
     "columns": None,
     "id_column": "record_id",
     "sep": ",",
+    "data": "records",
     "include_labels": False,
-    "report_local": True,
+    "report_local": False,
 }
 
 
 def _initial_centers(init: Any, records: Records, k: int, mode: str) -> Any:
     """``init`` as the mining functions take it: a method name, or this party's part of
     explicit centers (a list of ``k`` rows in horizontal mode, or a ``{column: [k
-    values]}`` object in either mode)."""
-    allowed = ("first-k", "kmeans++") if mode == "horizontal" else ("first-k", "random")
+    values]}`` object in either mode); names were checked by :func:`check_params`."""
     if isinstance(init, str):
-        if init not in allowed:
-            hint = (
-                " (k-means++ seeding would reveal every record's distance in vertical mode)"
-                if init == "kmeans++"
-                else ""
-            )
-            raise ConfigError(f"init must be one of {', '.join(allowed)} in {mode} mode{hint}")
         return init
     d = len(records.columns)
     try:
@@ -596,27 +582,13 @@ def run_kmeans(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> di
     """
     from ppdm.mining.kmeans import horizontal_kmeans
 
-    mode = _choice(params, "mode", MODES)
-    k = _integer(params, "k", low=1)
-    seed = _integer(params, "seed", low=0)
-    max_iter = _integer(params, "max_iter", low=1)
-    fraction_bits = _integer(params, "fraction_bits", low=1, high=52)
-    tol = _number(params, "tol")
-    include_labels = _flag(params, "include_labels")
-    report_local = _flag(params, "report_local")
-    id_column = params["id_column"]
-    if id_column is not None and not isinstance(id_column, str):
-        raise ConfigError(f"id_column must be a column name or null, not {id_column!r}")
-    columns = params["columns"]
-    if columns is not None and (
-        not isinstance(columns, list) or not all(isinstance(c, str) for c in columns)
-    ):
-        raise ConfigError("columns must be a list of column names")
+    opts = check_params("kmeans", params)
+    mode, k = opts["mode"], opts["k"]
     records = read_records(
-        ctx.data_path("records"),
-        sep=str(params["sep"]),
-        id_column=id_column,
-        columns=columns,
+        ctx.data_path(opts["data"]),
+        sep=opts["sep"],
+        id_column=opts["id_column"],
+        columns=opts["columns"],
         require_all=mode == "horizontal",
     )
     out: dict[str, Any] = {"mode": mode, "party": net.me}
@@ -628,49 +600,42 @@ def run_kmeans(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> di
                     f"party {p!r} has the columns {v}, this party {records.columns}: "
                     "horizontal k-means needs the same columns everywhere"
                 )
-        init = _initial_centers(params["init"], records, k, mode)
+        init = _initial_centers(opts["init"], records, k, mode)
         try:
             result = horizontal_kmeans(
                 net,
                 records.x,
                 k=k,
                 init=init,
-                seed=seed,
-                max_iter=max_iter,
-                tol=tol,
-                fraction_bits=fraction_bits,
+                seed=opts["seed"],
+                max_iter=opts["max_iter"],
+                tol=opts["tol"],
+                fraction_bits=opts["fraction_bits"],
                 progress=ctx.progress,
             )
         except (ValueError, OverflowError) as exc:
             raise ConfigError(f"party {ctx.name!r}: {exc}") from None
         out.update(columns=records.columns, **result.to_json())
     else:
-        result, schema, inertia = _vertical(net, records, params, ctx, k, seed, max_iter, tol)
+        result, schema, inertia = _vertical(net, records, opts, ctx)
         out.update(columns=records.columns, schema=schema, **result.to_json())
         out["inertia"] = inertia
     out["history"] = result.history
-    if report_local:
+    if opts["report_local"]:
         own = np.bincount(result.labels, minlength=k) if mode == "horizontal" else None
         out["local"] = {
             "records": len(records.x),
             "columns": len(records.columns),
             **({"cluster_sizes": own} if own is not None else {}),
         }
-    if include_labels:
+    if opts["include_labels"]:
         out["labels"] = result.labels
         out["record_ids"] = records.ids if records.ids is not None else None
     return _jsonable(out)
 
 
 def _vertical(
-    net: Network,
-    records: Records,
-    params: Mapping[str, Any],
-    ctx: PartyContext,
-    k: int,
-    seed: int,
-    max_iter: int,
-    tol: float,
+    net: Network, records: Records, opts: Mapping[str, Any], ctx: PartyContext
 ) -> tuple[Any, dict[str, list[str]], float]:
     from ppdm.mining import fixed_point
     from ppdm.mining.kmeans import vertical_kmeans
@@ -678,10 +643,11 @@ def _vertical(
 
     if len(net.parties) < 2:
         raise ConfigError("vertical k-means needs at least two parties")
-    if records.ids is None and params["id_column"] is not None:
+    k = opts["k"]
+    if records.ids is None and opts["id_column"] is not None:
         raise ConfigError(
             f"party {ctx.name!r}: vertical k-means aligns records on the id column "
-            f"{params['id_column']!r}, which the records file lacks (or set id_column=null "
+            f"{opts['id_column']!r}, which the records file lacks (or set id_column=null "
             "to align on row order)"
         )
     # The public schema: who holds which columns (names must not repeat).
@@ -707,16 +673,16 @@ def _vertical(
                 f"party {p!r} holds other record ids than party {net.me!r}: the vertical "
                 "partitions must cover the same records"
             )
-    init = _initial_centers(params["init"], records, k, "vertical")
+    init = _initial_centers(opts["init"], records, k, "vertical")
     try:
         result = vertical_kmeans(
             net,
             records.x,
             k=k,
             init=init,
-            seed=seed,
-            max_iter=max_iter,
-            tol=tol,
+            seed=opts["seed"],
+            max_iter=opts["max_iter"],
+            tol=opts["tol"],
             progress=ctx.progress,
         )
     except (ValueError, OverflowError) as exc:
@@ -728,6 +694,84 @@ def _vertical(
     enc = fixed_point.encode(np.array([own]), fraction_bits=bits, parties=len(net.parties))
     total = fixed_point.decode(secure_sum(net.scoped("vkmeans/inertia"), enc), fraction_bits=bits)
     return result, schema, float(total[0])
+
+
+def check_params(job: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The validated parameters of job ``assoc`` or ``kmeans`` (defaults filled in);
+    :class:`ConfigError` naming the first bad one. Data-dependent checks (explicit
+    initial centers, label sizes) happen in the job."""
+    if job == "assoc":
+        merged = {**ASSOC_DEFAULTS, **params}
+        fmt = merged["format"]
+        if fmt not in ("auto", *TRANSACTION_FORMATS):
+            raise ConfigError(f"format must be auto, fimi or basket, not {fmt!r}")
+        return {
+            "mode": _choice(merged, "mode", MODES),
+            "min_support": _fraction(merged, "min_support", low_open=True),
+            "min_confidence": _fraction(merged, "min_confidence", low_open=False),
+            "reveal_counts": _flag(merged, "reveal_counts"),
+            "method": _choice(merged, "method", ("ot", "paillier")),
+            "max_len": _optional_integer(merged, "max_len", low=1),
+            "label_bytes": _optional_integer(merged, "label_bytes", low=1, high=255),
+            "fake_ratio": _number(merged, "fake_ratio"),
+            "format": fmt,
+            "sep": _separator(merged),
+            "data": _data_key(merged),
+            "report_local": _flag(merged, "report_local"),
+        }
+    if job != "kmeans":
+        raise ConfigError(f"no mining job {job!r}")
+    merged = {**KMEANS_DEFAULTS, **params}
+    mode = _choice(merged, "mode", MODES)
+    id_column = merged["id_column"]
+    if id_column is not None and not isinstance(id_column, str):
+        raise ConfigError(f"id_column must be a column name or null, not {id_column!r}")
+    columns = merged["columns"]
+    if columns is not None and (
+        not isinstance(columns, list) or not columns or not all(isinstance(c, str) for c in columns)
+    ):
+        raise ConfigError("columns must be a non-empty list of column names")
+    init = merged["init"]
+    if isinstance(init, str):
+        allowed = ("first-k", "kmeans++") if mode == "horizontal" else ("first-k", "random")
+        if init not in allowed:
+            hint = (
+                " (k-means++ seeding would reveal every record's distance in vertical mode)"
+                if init == "kmeans++" and mode == "vertical"
+                else ""
+            )
+            raise ConfigError(f"init must be one of {', '.join(allowed)} in {mode} mode{hint}")
+    elif not isinstance(init, list | dict):
+        raise ConfigError("init must be a method name, a {column: [k values]} object or rows")
+    return {
+        "mode": mode,
+        "k": _integer(merged, "k", low=1),
+        "init": init,
+        "seed": _integer(merged, "seed", low=0),
+        "max_iter": _integer(merged, "max_iter", low=1),
+        "tol": _number(merged, "tol"),
+        "fraction_bits": _integer(merged, "fraction_bits", low=1, high=52),
+        "columns": columns,
+        "id_column": id_column,
+        "sep": _separator(merged),
+        "data": _data_key(merged),
+        "include_labels": _flag(merged, "include_labels"),
+        "report_local": _flag(merged, "report_local"),
+    }
+
+
+def _data_key(params: Mapping[str, Any]) -> str:
+    key = params["data"]
+    if not isinstance(key, str) or not key:
+        raise ConfigError(f"data must name an entry of the [data] table, not {key!r}")
+    return key
+
+
+def _separator(params: Mapping[str, Any]) -> str:
+    sep = params["sep"]
+    if not isinstance(sep, str) or len(sep) != 1 or sep in '\r\n"':
+        raise ConfigError(f"sep must be one character (not a quote or newline), not {sep!r}")
+    return sep
 
 
 register_job(
