@@ -74,7 +74,9 @@ class Report:
 
         table = Table(title=self.title)
         for col in ("figure", "ppdm", "unit", "baseline", "baseline value", "ratio", "goal"):
-            table.add_column(col, justify="right" if col in ("ppdm", "baseline value", "ratio") else "left")
+            table.add_column(
+                col, justify="right" if col in ("ppdm", "baseline value", "ratio") else "left"
+            )
         for r in self.rows:
             ratio = r.ratio
             table.add_row(
@@ -87,8 +89,10 @@ class Report:
                 r.goal,
             )
         Console(width=160).print(table)
-        print(f"machine: {platform.machine()} {platform.python_implementation()} "
-              f"{platform.python_version()}")
+        print(
+            f"machine: {platform.machine()} {platform.python_implementation()} "
+            f"{platform.python_version()}"
+        )
 
     def flat(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

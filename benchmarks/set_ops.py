@@ -19,11 +19,11 @@ import gmpy2
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._common import Report, Row, parser, timed  # noqa: E402
-from ppdm.jobs.document import simulate_job  # noqa: E402
-from ppdm.jobs.registry import PartyContext  # noqa: E402
-from ppdm.jobs.set_ops import generated_ids  # noqa: E402
-from ppdm.protocols import commutative, ecgroup  # noqa: E402
+from benchmarks._common import Report, Row, parser, timed
+from ppdm.jobs.document import simulate_job
+from ppdm.jobs.registry import PartyContext
+from ppdm.jobs.set_ops import generated_ids
+from ppdm.protocols import commutative, ecgroup
 
 PARTIES = ["alice", "bob", "carol"]
 
@@ -72,9 +72,10 @@ def in_process(job: str, n: int) -> tuple[float, dict]:
 def over_grpc(job: str, n: int) -> tuple[float, dict]:
     from ppdm.parties.testbed import GrpcTestbed
 
-    with tempfile.TemporaryDirectory() as tmp, GrpcTestbed(
-        PARTIES, Path(tmp), timeout=600, log_level="WARNING"
-    ) as bed:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        GrpcTestbed(PARTIES, Path(tmp), timeout=600, log_level="WARNING") as bed,
+    ):
         t0 = time.perf_counter()
         doc = bed.run_job(job, {"generate_n": n}, timeout=600)
         return time.perf_counter() - t0, doc
@@ -87,34 +88,83 @@ def main() -> None:
     report = Report(f"secure set operations, 3 parties (n = {n:,} items each, 50% overlap)")
     ec = ec_rate(4000 if args.quick else 20000)
     mod = modexp_rate(0.5 if args.quick else 2.0)
-    report.add(Row("commutative_encryptions_per_s", ec, "1/s", mod,
-                   "2048-bit modexp (gmpy2)", "EC >> modexp"))
-    report.add(Row("ecgroup_hash_to_point_per_s",
-                   2000 / timed(lambda: [ecgroup.hash_to_point(i.to_bytes(4, "big"))
-                                         for i in range(2000)])[0], "1/s"))
+    report.add(
+        Row(
+            "commutative_encryptions_per_s",
+            ec,
+            "1/s",
+            mod,
+            "2048-bit modexp (gmpy2)",
+            "EC >> modexp",
+        )
+    )
+    report.add(
+        Row(
+            "ecgroup_hash_to_point_per_s",
+            2000
+            / timed(lambda: [ecgroup.hash_to_point(i.to_bytes(4, "big")) for i in range(2000)])[0],
+            "1/s",
+        )
+    )
     t, doc = in_process("set-union", n_local)
     size = doc["parties"]["alice"]["result"]["union_size"]
-    report.add(Row(f"set_union_in_process_{n_local}_s", t, "s", plain_union(n_local),
-                   "plain set union", "", higher_is_better=False))
+    report.add(
+        Row(
+            f"set_union_in_process_{n_local}_s",
+            t,
+            "s",
+            plain_union(n_local),
+            "plain set union",
+            "",
+            higher_is_better=False,
+        )
+    )
     report.extra["set_union_in_process_union_size"] = size
     t, doc = in_process("intersection-cardinality", n_local)
-    report.add(Row(f"intersection_in_process_{n_local}_s", t, "s", plain_intersection(n_local),
-                   "plain intersection", "", higher_is_better=False))
+    report.add(
+        Row(
+            f"intersection_in_process_{n_local}_s",
+            t,
+            "s",
+            plain_intersection(n_local),
+            "plain intersection",
+            "",
+            higher_is_better=False,
+        )
+    )
     t, doc = over_grpc("set-union", n)
     if not doc.get("ok"):
         raise SystemExit(f"set union over gRPC failed: {doc.get('error')}")
-    report.add(Row(f"set_union_grpc_{n}_s", t, "s", plain_union(n), "plain set union",
-                   "<= 60 s at 100,000", higher_is_better=False))
+    report.add(
+        Row(
+            f"set_union_grpc_{n}_s",
+            t,
+            "s",
+            plain_union(n),
+            "plain set union",
+            "<= 60 s at 100,000",
+            higher_is_better=False,
+        )
+    )
     report.extra["set_union_grpc_union_size"] = doc["parties"]["alice"]["result"]["union_size"]
     report.extra["set_union_grpc_bytes_sent_alice"] = doc["parties"]["alice"]["totals"][
-        "bytes_sent"]
+        "bytes_sent"
+    ]
     t, doc = over_grpc("intersection-cardinality", n)
     if not doc.get("ok"):
         raise SystemExit(f"intersection over gRPC failed: {doc.get('error')}")
-    report.add(Row(f"intersection_grpc_{n}_s", t, "s", plain_intersection(n),
-                   "plain intersection", "report", higher_is_better=False))
-    report.extra["intersection_grpc_cardinality"] = doc["parties"]["alice"]["result"][
-        "cardinality"]
+    report.add(
+        Row(
+            f"intersection_grpc_{n}_s",
+            t,
+            "s",
+            plain_intersection(n),
+            "plain intersection",
+            "report",
+            higher_is_better=False,
+        )
+    )
+    report.extra["intersection_grpc_cardinality"] = doc["parties"]["alice"]["result"]["cardinality"]
     report.finish(args.json)
 
 

@@ -212,9 +212,9 @@ def _revealed(
             f"\n[bold]Revealed to all chains[/bold]: the pooled number of baskets N = "
             f"{n_total:,} (secure sum); per level, the union of the itemsets that are "
             "locally large at some chain (secure union with commutative encryption and "
-            "fake itemsets: who contributed what is hidden; the anonymous histogram of "
-            f"how many chains hold each is the union's own leakage) and which of them are "
-            f"globally large; {counts_line}."
+            "fake itemsets: who contributed what is hidden; the first chain, which merges "
+            "the encrypted sets, learns how many itemsets each group of chains shares, "
+            f"not which) and which of them are globally large; {counts_line}."
         ),
         table,
         own,

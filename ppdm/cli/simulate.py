@@ -76,8 +76,6 @@ def _secure_sum(args: argparse.Namespace) -> int:
         name: PartyContext(name=name, settings={"inputs": {"secure_sum": v}})
         for name, v in zip(names, values, strict=True)
     }
-    doc = simulate_job(
-        "secure-sum", contexts, {"modulus": args.modulus}, timeout=args.timeout
-    )
+    doc = simulate_job("secure-sum", contexts, {"modulus": args.modulus}, timeout=args.timeout)
     write_json(doc, args.output)
     return 0

@@ -23,7 +23,6 @@ from ppdm.progress import Progress
 __all__ = ["JobSpec", "PartyContext", "get_job", "job_names", "register_job"]
 
 
-
 @dataclass
 class PartyContext:
     """A party's private side of a job: its name, settings and data locations.

@@ -81,9 +81,7 @@ def _show(item: bytes, raw: list) -> str | int:
     return item.decode("utf-8", errors="backslashreplace")
 
 
-def run_intersection(
-    net: Network, params: Mapping[str, Any], ctx: PartyContext
-) -> dict[str, Any]:
+def run_intersection(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> dict[str, Any]:
     _use_workers(params)
     raw = _items(net, params, ctx, "intersection")
     size = secure_intersection_cardinality(net, raw, fake_ratio=float(params["fake_ratio"]))

@@ -105,10 +105,7 @@ def horizontal_association_rules(
     prog.start("association levels", max_len)
     while max_len is None or k <= max_len:
         sub = net.scoped(f"assoc/level{k}")
-        if k == 1:
-            candidates = [(_native(x),) for x in db.items]
-        else:
-            candidates = apriori_gen(prev)
+        candidates = [(_native(x),) for x in db.items] if k == 1 else apriori_gen(prev)
         local_counts = support_counts(db, candidates) if candidates else np.zeros(0, dtype=np.int64)
         locally_large = [
             c

@@ -87,7 +87,7 @@ def lloyd_reference(
     threshold = tol * float(np.mean(np.var(x, axis=0))) if tol > 0 else 0.0
     labels = None
     it = 0
-    for it in range(1, max_iter + 1):
+    for it in range(1, max_iter + 1):  # noqa: B007 - the count is returned
         new_labels, _ = assign(x, c)
         sums = np.zeros_like(c)
         np.add.at(sums, new_labels, x)
@@ -371,7 +371,9 @@ def vertical_kmeans(
 
     Cost per iteration (``n`` records, ``k`` centers): ``(n_parties - 2)`` pairs of
     messages of ``8 n k`` bytes, then a secure argmin with ``k - 1`` comparisons of about
-    62-bit values per record between the first two parties.
+    62-bit values per record between the first two parties; one more such assignment
+    round at the end when ``tol`` or ``max_iter`` stops the run (so that the labels
+    belong to the final centers).
     """
     from ppdm.protocols.comparison import secure_argmin
     from ppdm.protocols.ot.extension import OTSession
@@ -409,12 +411,12 @@ def vertical_kmeans(
     value_bits = 60
     spread = float(np.max(x, axis=0).max() - np.min(x, axis=0).min()) if n else 0.0
     local_max = spread**2 * max(x.shape[1], 1)
-    exp = int(math.ceil(math.log2(local_max + 1.0))) + 1
+    exp = math.ceil(math.log2(local_max + 1.0)) + 1
     net.broadcast("vkmeans/scale", exp)
     exps = [exp] + [
         _check_int(v, p, "vkmeans/scale") for p, v in net.gather("vkmeans/scale").items()
     ]
-    headroom = value_bits - 1 - int(math.ceil(math.log2(len(parties))))
+    headroom = value_bits - 1 - math.ceil(math.log2(len(parties)))
     frac_bits = max(min(headroom - max(exps), 40), 0)
     scale = float(1 << frac_bits)
     threshold = 0.0
@@ -431,8 +433,9 @@ def vertical_kmeans(
     converged = False
     it = 0
     labels = np.zeros(n, dtype=np.int64)
-    for it in range(1, max_iter + 1):
-        sub = net.scoped(f"vkmeans/iter{it}")
+
+    def secure_assign(sub: Network, centers: np.ndarray) -> np.ndarray:
+        """Every record's closest center (secure argmin of the shared distances)."""
         d2 = ((x[:, None, :] - centers[None, :, :]) ** 2).sum(axis=2)
         enc = np.rint(d2 * scale).astype(np.int64).view(np.uint64)
         share = _share_to_pair(sub, enc, a, b, "shares")
@@ -444,14 +447,20 @@ def vertical_kmeans(
             labels = np.asarray(got, dtype=np.int64)
             if net.me == a:
                 net.broadcast("vkmeans/labels", labels, to=parties[2:])
-        else:
-            labels = net.receive(a, "vkmeans/labels", expect=np.ndarray)
-            if (
-                labels.dtype != np.int64
-                or labels.shape != (n,)
-                or (n and (labels.min() < 0 or labels.max() >= k))
-            ):
-                raise ProtocolError(a, "vkmeans/labels", "invalid cluster labels")
+            return labels
+        labels = net.receive(a, "vkmeans/labels", expect=np.ndarray)
+        if (
+            labels.dtype != np.int64
+            or labels.shape != (n,)
+            or (n and (labels.min() < 0 or labels.max() >= k))
+        ):
+            raise ProtocolError(a, "vkmeans/labels", "invalid cluster labels")
+        return labels
+
+    stable = False
+    for it in range(1, max_iter + 1):
+        sub = net.scoped(f"vkmeans/iter{it}")
+        labels = secure_assign(sub, centers)
         counts = np.bincount(labels, minlength=k)
         sums = np.zeros_like(centers)
         np.add.at(sums, labels, x)
@@ -463,7 +472,7 @@ def vertical_kmeans(
         history.append({"iteration": it, "sizes": [int(c) for c in counts]})
         prog.advance()
         if labels_prev is not None and np.array_equal(labels, labels_prev):
-            converged = True
+            converged = stable = True
             break
         labels_prev = labels
         if threshold > 0:
@@ -477,4 +486,8 @@ def vertical_kmeans(
                 converged = True
                 break
     prog.finish()
+    if not stable and it:
+        # Stopped by tol or max_iter: the labels belong to the previous centers; assign
+        # the records to the final centers (as the horizontal version and sklearn do).
+        labels = secure_assign(net.scoped("vkmeans/final"), centers)
     return KMeansResult(centers, labels, it, float("nan"), converged, history)

@@ -35,7 +35,7 @@ import numpy as np
 
 from ppdm.proto.ppdm.v1 import payload_pb2 as pb
 
-__all__ = ["BigInts", "ByteStrings", "DecodeError", "decode", "encode", "MAX_DEPTH"]
+__all__ = ["MAX_DEPTH", "BigInts", "ByteStrings", "DecodeError", "decode", "encode"]
 
 MAX_DEPTH = 32
 
@@ -226,9 +226,7 @@ def _decode_bigints(msg: pb.BigIntBatch) -> BigInts:
     if width == 0:
         raise DecodeError("big-integer batch with zero width")
     if width * count != len(msg.data):
-        raise DecodeError(
-            f"big-integer batch of {count} x {width} bytes has {len(msg.data)} bytes"
-        )
+        raise DecodeError(f"big-integer batch of {count} x {width} bytes has {len(msg.data)} bytes")
     data = msg.data
     out = BigInts()
     out.extend(int.from_bytes(data[i : i + width], "big") for i in range(0, len(data), width))

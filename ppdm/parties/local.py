@@ -107,7 +107,7 @@ def simulate(
             value = fn(ep, inputs[party])
             with lock:
                 results[party] = value
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+        except BaseException as exc:
             with lock:
                 errors.append((time.perf_counter(), party, exc))
             ep.abort(f"{type(exc).__name__}: {exc}")

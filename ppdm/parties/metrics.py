@@ -96,7 +96,9 @@ class CostMeter:
             key = "/".join(c.step.split("/")[:depth])
             a = agg.get(key)
             if a is None:
-                a = agg[key] = StepCost(step=key, first_event=c.first_event, last_event=c.last_event)
+                a = agg[key] = StepCost(
+                    step=key, first_event=c.first_event, last_event=c.last_event
+                )
             else:
                 a.first_event = min(a.first_event, c.first_event)
                 a.last_event = max(a.last_event, c.last_event)

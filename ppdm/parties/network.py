@@ -281,7 +281,7 @@ class Endpoint(Network):
                         abort=env_pb.Abort(reason=reason[:2000]),
                     )
                     self._transmit(p, env.SerializeToString())
-            except Exception:  # noqa: BLE001 - best effort: the peer may be gone already
+            except Exception:
                 continue
 
     def fail_party(self, party: str, reason: str) -> None:
@@ -376,9 +376,7 @@ class Endpoint(Network):
                 self._raise_if_aborted(frm, step)
                 remaining = deadline - time.perf_counter()
                 if remaining <= 0:
-                    raise PartyFailure(
-                        frm, step, f"no message within the {wait:g} s timeout"
-                    )
+                    raise PartyFailure(frm, step, f"no message within the {wait:g} s timeout")
                 self._cond.wait(remaining)
         try:
             value = decode(envelope.payload)
@@ -390,9 +388,7 @@ class Endpoint(Network):
                 if isinstance(expect, type)
                 else " or ".join(t.__name__ for t in expect)
             )
-            raise ProtocolError(
-                frm, step, f"expected a {names}, got a {type(value).__name__}"
-            )
+            raise ProtocolError(frm, step, f"expected a {names}, got a {type(value).__name__}")
         self._metrics.received(step, nbytes, started)
         return value
 

@@ -64,7 +64,7 @@ _pool_lock = threading.Lock()
 def set_workers(workers: int | None) -> None:
     """Use ``workers`` processes for large batches (``None``: one per CPU; ``1``: none)."""
     global _pool, _pool_workers
-    n = os.cpu_count() or 1 if workers is None else max(int(workers), 1)
+    n = (os.cpu_count() or 1) if workers is None else max(int(workers), 1)
     with _pool_lock:
         if _pool is not None and n != _pool_workers:
             _pool.shutdown(wait=False, cancel_futures=True)
@@ -154,9 +154,7 @@ class CommutativeKey:
         return self._apply_received(value, party, step, chunks, self._inverse)
 
     @staticmethod
-    def _apply_received(
-        value: object, party: str, step: str, chunks: int, k: int
-    ) -> np.ndarray:
+    def _apply_received(value: object, party: str, step: str, chunks: int, k: int) -> np.ndarray:
         batch = check_shape(value, party, step, chunks=chunks)
         try:
             return _mult_array(batch, k)
@@ -177,17 +175,36 @@ def chunks_for(max_item_bytes: int) -> int:
     return max(1, -(-max_item_bytes // CHUNK_BYTES))
 
 
-def encode_items(items: list[bytes], chunks: int) -> np.ndarray:
-    """Embed each item in ``chunks`` points: array of shape ``(len(items), chunks, 33)``."""
-    out = np.empty((len(items), chunks, PB), dtype=np.uint8)
-    cap = chunks * CHUNK_BYTES
-    for i, item in enumerate(items):
-        if len(item) > cap:
-            raise ValueError(f"item of {len(item)} bytes exceeds the {cap}-byte limit")
+def _encode_chunk(items: list[bytes], chunks: int) -> bytes:
+    """Embedding of ``items`` as concatenated compressed points (worker function)."""
+    out = bytearray()
+    for item in items:
         for c in range(chunks):
             part = item[c * CHUNK_BYTES : (c + 1) * CHUNK_BYTES]
-            out[i, c] = np.frombuffer(ecgroup.embed_bytes(_REAL + part), dtype=np.uint8)
-    return out
+            out += ecgroup.embed_bytes(_REAL + part)
+    return bytes(out)
+
+
+def _split(n: int, parts: int) -> list[tuple[int, int]]:
+    bounds = np.linspace(0, n, parts + 1).astype(int)
+    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
+
+
+def encode_items(items: list[bytes], chunks: int) -> np.ndarray:
+    """Embed each item in ``chunks`` points: array of shape ``(len(items), chunks, 33)``."""
+    cap = chunks * CHUNK_BYTES
+    for item in items:
+        if len(item) > cap:
+            raise ValueError(f"item of {len(item)} bytes exceeds the {cap}-byte limit")
+    pool = _executor() if len(items) * chunks >= _PARALLEL_THRESHOLD else None
+    if pool is None:
+        raw = _encode_chunk(items, chunks)
+    else:
+        spans = _split(len(items), _pool_workers * 4)
+        raw = b"".join(
+            pool.map(_encode_chunk, [items[a:b] for a, b in spans], [chunks] * len(spans))
+        )
+    return np.frombuffer(raw, dtype=np.uint8).reshape(len(items), chunks, PB).copy()
 
 
 def fake_items(count: int, chunks: int) -> np.ndarray:
@@ -203,14 +220,15 @@ def fake_items(count: int, chunks: int) -> np.ndarray:
     return out
 
 
-def decode_items(points: np.ndarray) -> tuple[list[bytes], int]:
-    """Decode decrypted items; returns the real items and the number of fakes dropped.
-
-    Raises ValueError for a point that carries no embedded item (a protocol fault)."""
+def _decode_chunk(buf: bytes, chunks: int) -> tuple[list[bytes], int]:
+    """Decode concatenated decrypted items (worker function); see :func:`decode_items`."""
     items: list[bytes] = []
     fakes = 0
-    for row in points:
-        parts = [ecgroup.extract_bytes(bytes(p)) for p in row]
+    row = chunks * PB
+    for off in range(0, len(buf), row):
+        parts = [
+            ecgroup.extract_bytes(buf[off + c * PB : off + (c + 1) * PB]) for c in range(chunks)
+        ]
         if any(not part for part in parts):
             raise ValueError("decrypted point carries no item tag")
         if parts[0][:1] == _FAKE:
@@ -219,6 +237,26 @@ def decode_items(points: np.ndarray) -> tuple[list[bytes], int]:
         if any(part[:1] != _REAL for part in parts):
             raise ValueError("decrypted item mixes real and fake tags")
         items.append(b"".join(part[1:] for part in parts))
+    return items, fakes
+
+
+def decode_items(points: np.ndarray) -> tuple[list[bytes], int]:
+    """Decode decrypted items; returns the real items and the number of fakes dropped.
+
+    Raises ValueError for a point that carries no embedded item (a protocol fault)."""
+    m, chunks = points.shape[0], points.shape[1]
+    flat = np.ascontiguousarray(points, dtype=np.uint8)
+    pool = _executor() if m * chunks >= _PARALLEL_THRESHOLD else None
+    if pool is None:
+        return _decode_chunk(flat.tobytes(), chunks)
+    spans = _split(m, _pool_workers * 4)
+    items: list[bytes] = []
+    fakes = 0
+    for got, n_fake in pool.map(
+        _decode_chunk, [flat[a:b].tobytes() for a, b in spans], [chunks] * len(spans)
+    ):
+        items.extend(got)
+        fakes += n_fake
     return items, fakes
 
 
@@ -238,9 +276,7 @@ def check_shape(
     if not isinstance(value, np.ndarray) or value.dtype != np.uint8:
         raise ProtocolError(party, step, "expected a uint8 array of curve points")
     if value.ndim != 3 or value.shape[1:] != (chunks, PB):
-        raise ProtocolError(
-            party, step, f"expected shape (m, {chunks}, {PB}), got {value.shape}"
-        )
+        raise ProtocolError(party, step, f"expected shape (m, {chunks}, {PB}), got {value.shape}")
     if count is not None and value.shape[0] != count:
         raise ProtocolError(party, step, f"expected {count} items, got {value.shape[0]}")
     flat = value.reshape(-1, PB)

@@ -40,8 +40,8 @@ from ppdm.errors import ProtocolError
 from ppdm.parties.network import Network
 from ppdm.protocols.commutative import (
     CommutativeKey,
-    hash_items,
     check_shape,
+    hash_items,
     shuffle_rows,
     unique_rows,
     validate_points,
@@ -127,8 +127,7 @@ def secure_intersection_cardinalities(
     def shuffle_segments(pts: np.ndarray, sz: np.ndarray) -> np.ndarray:
         bounds = np.concatenate([[0], np.cumsum(sz)])
         return np.concatenate(
-            [shuffle_rows(pts[bounds[j] : bounds[j + 1]]) for j in range(len(sz))]
-            or [pts]
+            [shuffle_rows(pts[bounds[j] : bounds[j + 1]]) for j in range(len(sz))] or [pts]
         )
 
     def receive_batch(frm: str, step: str) -> tuple[np.ndarray, np.ndarray]:

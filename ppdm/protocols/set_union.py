@@ -49,7 +49,9 @@ item's length.
 
 from __future__ import annotations
 
+import logging
 import math
+import time
 from collections.abc import Iterable
 
 import numpy as np
@@ -67,6 +69,8 @@ from ppdm.protocols.commutative import (
     validate_points,
 )
 from ppdm.randomness import SecureRandom
+
+log = logging.getLogger(__name__)
 
 __all__ = ["secure_set_union"]
 
@@ -127,12 +131,16 @@ def secure_set_union(
     me, first, last = net.me, parties[0], parties[-1]
     nxt, prev = net.successor(), net.predecessor()
     e = CommutativeKey.generate()
+    t0 = time.perf_counter()
     mine = np.concatenate(
         [encode_items(own, chunks), fake_items(_fake_count(len(own), fake_ratio, pad_to), chunks)]
     )
 
+    log.info("set union: %d items + %d fakes encoded in %.2f s", len(own),
+             len(mine) - len(own), time.perf_counter() - t0)
     # 1. Encrypt: every set visits every party once.
     net.send(nxt, f"{STEP}/encrypt", e.encrypt(shuffle_rows(mine)))
+    log.info("set union: own set encrypted at %.2f s", time.perf_counter() - t0)
     full_own = None
     for hop in range(1, n):
         step = f"{STEP}/encrypt"
@@ -144,6 +152,8 @@ def secure_set_union(
             full_own = batch
         else:
             net.send(first, f"{STEP}/encrypted", batch)
+        log.info("set union: hop %d (%d items) done at %.2f s", hop, len(batch),
+                 time.perf_counter() - t0)
 
     # 2. Merge at the collector, 3. decrypt around the ring.
     step = f"{STEP}/decrypt"
@@ -159,6 +169,7 @@ def secure_set_union(
     else:
         batch = e.decrypt_received(net.receive(prev, step), prev, step, chunks=chunks)
         batch = shuffle_rows(batch)
+    log.info("set union: decrypted %d items at %.2f s", len(batch), time.perf_counter() - t0)
     if me != last:
         net.send(nxt, step, batch)
         union = net.receive(last, f"{STEP}/result", expect=list)

@@ -33,7 +33,12 @@ def test_expect_type_mismatch_is_protocol_error_naming_party_and_step():
 def test_undecodable_payload_is_protocol_error():
     net = LocalNetwork(["a", "b"])
     env = env_pb.Envelope(
-        consortium="local", job_id=net.job_id, step="s", sender="a", recipient="b", seq=1,
+        consortium="local",
+        job_id=net.job_id,
+        step="s",
+        sender="a",
+        recipient="b",
+        seq=1,
         payload=pb.Payload(array=pb.NdArray(dtype="<i8", shape=[2], data=b"123")),
     )
     net["b"].deliver(env.SerializeToString(), sender="a")
@@ -53,7 +58,12 @@ def test_garbage_bytes_poison_the_sender():
 def test_impersonation_is_refused():
     net = LocalNetwork(["a", "b", "c"])
     env = env_pb.Envelope(
-        consortium="local", job_id=net.job_id, step="s", sender="c", recipient="b", seq=1,
+        consortium="local",
+        job_id=net.job_id,
+        step="s",
+        sender="c",
+        recipient="b",
+        seq=1,
         payload=pb.Payload(int64=1),
     )
     net["b"].deliver(env.SerializeToString(), sender="a")
@@ -64,7 +74,12 @@ def test_impersonation_is_refused():
 def test_replayed_sequence_number_is_refused():
     net = LocalNetwork(["a", "b"])
     env = env_pb.Envelope(
-        consortium="local", job_id=net.job_id, step="s", sender="a", recipient="b", seq=1,
+        consortium="local",
+        job_id=net.job_id,
+        step="s",
+        sender="a",
+        recipient="b",
+        seq=1,
         payload=pb.Payload(int64=1),
     )
     data = env.SerializeToString()
@@ -78,7 +93,12 @@ def test_replayed_sequence_number_is_refused():
 def test_wrong_job_is_refused():
     net = LocalNetwork(["a", "b"])
     env = env_pb.Envelope(
-        consortium="local", job_id="other", step="s", sender="a", recipient="b", seq=1,
+        consortium="local",
+        job_id="other",
+        step="s",
+        sender="a",
+        recipient="b",
+        seq=1,
         payload=pb.Payload(int64=1),
     )
     net["b"].deliver(env.SerializeToString(), sender="a")

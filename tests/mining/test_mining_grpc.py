@@ -137,8 +137,13 @@ def _kmeans_reference(x, init):
 @pytest.mark.timeout(120)
 def test_horizontal_kmeans_over_grpc(bed):
     testbed, files, _ = bed
-    params = {"mode": "horizontal", "k": K, "data": "blobs_h", "include_labels": True,
-              "report_local": True}
+    params = {
+        "mode": "horizontal",
+        "k": K,
+        "data": "blobs_h",
+        "include_labels": True,
+        "report_local": True,
+    }
     doc = testbed.run_job("kmeans", params, timeout=60)
     assert doc["state"] == "succeeded", doc["error"]
     got, ref = _results(doc), _results(_in_process("kmeans", files, "blobs_h", params))

@@ -47,17 +47,17 @@ def test_union_with_padding_hides_sizes():
 
     net["b"].receive = spy  # type: ignore[method-assign]
     inputs = {"a": [b"1"], "b": [b"2", b"3"], "c": [b"4", b"5", b"6", b"7"]}
-    sim = simulate(
-        lambda ep, s: secure_set_union(ep, s, pad_to=10), inputs, network=net
-    )
+    sim = simulate(lambda ep, s: secure_set_union(ep, s, pad_to=10), inputs, network=net)
     assert sim.results["a"] == [b"1", b"2", b"3", b"4", b"5", b"6", b"7"]
     assert seen_sizes == [10, 10]
 
 
 def test_union_of_many_overlapping_sets():
     gen = np.random.default_rng(7)
-    sets = {p: [int(x).to_bytes(3, "big") for x in gen.choice(500, 200, replace=False)]
-            for p in NAMES[:3]}
+    sets = {
+        p: [int(x).to_bytes(3, "big") for x in gen.choice(500, 200, replace=False)]
+        for p in NAMES[:3]
+    }
     out = run_local(secure_set_union, sets)
     assert out["p2"] == sorted(set().union(*map(set, sets.values())))
 
@@ -146,3 +146,22 @@ def test_commutative_roundtrip_and_commutation():
     np.testing.assert_array_equal(a.encrypt(b.encrypt(pts)), b.encrypt(a.encrypt(pts)))
     back = a.decrypt(b.decrypt(b.encrypt(a.encrypt(pts))))
     assert commutative.decode_items(back) == ([b"hello", b""], 0)
+
+
+def test_worker_pool_paths_equal_the_serial_ones():
+    items = [i.to_bytes(6, "big") for i in range(5000)]  # above the parallel threshold
+    key = commutative.CommutativeKey.generate()
+    try:
+        commutative.set_workers(1)
+        serial = key.encrypt(commutative.encode_items(items, 1))
+        commutative.set_workers(2)
+        pts = commutative.encode_items(items, 1)
+        parallel = key.encrypt(pts)
+        np.testing.assert_array_equal(parallel, serial)
+        assert commutative.decode_items(key.decrypt(parallel)) == (items, 0)
+        bad = parallel.copy()
+        bad[4321, 0, 1:] = 0xFF  # x >= p: not a point
+        with pytest.raises(ProtocolError, match="item 4321 "):
+            key.encrypt_received(bad, "peer", "step", chunks=1)
+    finally:
+        commutative.set_workers(1)

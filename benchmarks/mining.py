@@ -1,0 +1,395 @@
+"""Distributed mining (issue 5): association rules and k-means, local and between parties.
+
+Rows (baselines measured in the same run, on the pooled data):
+
+* local frequent itemsets, ppdm's Apriori and FP-growth against mlxtend's ``apriori``
+  and ``fpgrowth`` on the same data (mushroom at 30%, retail at 1%); mining time only,
+  each library from its own input structure (ppdm's ``TransactionDB``, mlxtend's one-hot
+  DataFrame, sparse for retail), the build times go to the JSON; goal >= mlxtend's speed;
+* horizontal association rules (Kantarcioglu & Clifton), retail split among 3 parties,
+  minimum support 1%, the ``assoc`` job on the in-process network and between three
+  ``ppdm party serve`` processes over gRPC; baseline: centralized mlxtend (one-hot
+  encoding + Apriori) on the pooled transactions; goal (gRPC) <= 2x the baseline. The
+  private mode (no count revealed) is the main row; ``reveal_counts`` is reported too;
+* vertical association rules (Vaidya & Clifton), mushroom's 119 items split 60/59
+  between 2 parties, minimum support 30%, over gRPC; goal <= 60 s;
+* horizontal and vertical k-means, 10,000 records (Gaussian blobs, 6 attributes),
+  k = 5, 3 parties, ``first-k`` initialization: seconds per iteration (the job's whole
+  wall time divided by its iterations, so setup is included), in process and over gRPC;
+  baseline: scikit-learn's Lloyd per iteration on the pooled data.
+
+Every distributed result is checked against the centralized one before it is reported.
+``--quick`` runs smaller data (retail 20,000 rows, mushroom at 50%, 2,000 records).
+
+    python benchmarks/mining.py --quick
+    python benchmarks/mining.py --json mining.json
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import Report, Row, parser, timed
+
+from ppdm.jobs.document import simulate_job
+from ppdm.jobs.mining import partition_file, set_party_data
+from ppdm.jobs.registry import PartyContext
+from ppdm.mining.itemsets import frequent_itemsets
+from ppdm.mining.readers import from_transactions
+from ppdm.mining.rules import association_rules
+
+PARTIES = ["alice", "bob", "carol"]
+
+
+# -- data --------------------------------------------------------------------------------
+
+
+def read_fimi_lines(path: Path, rows: int | None = None, seed: int = 0) -> list[list[int]]:
+    """Transactions of a FIMI file (plain Python), or a seeded random sample of them."""
+    with open(path) as fh:
+        tx = [sorted({int(x) for x in line.split()}) for line in fh]
+    if rows is not None and rows < len(tx):
+        idx = np.sort(np.random.default_rng(seed).choice(len(tx), rows, replace=False))
+        tx = [tx[i] for i in idx]
+    return tx
+
+
+def write_fimi_lines(tx: list[list[int]], path: Path) -> None:
+    path.write_text("".join(" ".join(map(str, t)) + "\n" for t in tx))
+
+
+def onehot(tx: list[list[int]], *, sparse: bool) -> pd.DataFrame:
+    from mlxtend.preprocessing import TransactionEncoder
+
+    te = TransactionEncoder().fit(tx)
+    if sparse:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            return pd.DataFrame.sparse.from_spmatrix(
+                te.transform(tx, sparse=True), columns=te.columns_
+            )
+    return pd.DataFrame(te.transform(tx), columns=te.columns_)
+
+
+def mlx_counts(fi: pd.DataFrame, n: int) -> dict[frozenset, int]:
+    return {
+        frozenset(int(x) for x in s): round(v * n)
+        for s, v in zip(fi.itemsets, fi.support, strict=True)
+    }
+
+
+def mlxtend_centralized(tx: list[list[int]], s: float, *, sparse: bool) -> tuple[float, dict]:
+    """Seconds of centralized mlxtend (encode + Apriori) and its itemset counts."""
+    from mlxtend.frequent_patterns import apriori
+
+    def run() -> pd.DataFrame:
+        return apriori(onehot(tx, sparse=sparse), min_support=s, use_colnames=True)
+
+    seconds, fi = timed(run)
+    return seconds, mlx_counts(fi, len(tx))
+
+
+def blobs_csv(n: int, path: Path) -> np.ndarray:
+    from sklearn.datasets import make_blobs
+
+    x, _ = make_blobs(n_samples=n, n_features=6, centers=5, cluster_std=3.0, random_state=5)
+    pd.DataFrame(x, columns=[f"a{i}" for i in range(6)]).to_csv(path, index=False)
+    return x
+
+
+# -- checks ------------------------------------------------------------------------------
+
+
+def check_assoc(doc: dict, want: dict[frozenset, int], conf: float, *, counts: bool) -> None:
+    """Every party's itemsets equal the centralized ones; rules equal ppdm's reference
+    rules over the centralized counts."""
+    if not doc["ok"]:
+        raise SystemExit(f"assoc job failed: {doc['error']}")
+    n = next(iter(doc["parties"].values()))["result"]["n_transactions"]
+    want_rules = {
+        (r.antecedent, r.consequent) for r in association_rules(want, n, min_confidence=conf)
+    }
+    for party, entry in doc["parties"].items():
+        res = entry["result"]
+        got = {frozenset(i["items"]): i["support_count"] for i in res["frequent_itemsets"]}
+        if set(got) != set(want) or (counts and got != want):
+            raise SystemExit(f"assoc at {party}: itemsets differ from mlxtend's")
+        rules = {(frozenset(r["antecedent"]), frozenset(r["consequent"])) for r in res["rules"]}
+        if rules != want_rules:
+            raise SystemExit(f"assoc at {party}: rules differ from the reference")
+
+
+def pooled_records(out: Path, manifest: dict, mode: str) -> np.ndarray:
+    """The pooled table as the job sees it: horizontal parties' rows in consortium order,
+    vertical parties' columns side by side (rows sorted by id)."""
+    frames = []
+    for p in PARTIES:
+        df = pd.read_csv(out / manifest["parties"][p]["file"])
+        frames.append(df.sort_values("record_id").drop(columns="record_id"))
+    if mode == "horizontal":
+        return pd.concat(frames).to_numpy(dtype=np.float64)
+    return pd.concat([f.reset_index(drop=True) for f in frames], axis=1).to_numpy(np.float64)
+
+
+def check_kmeans(doc: dict, pooled: np.ndarray, k: int) -> tuple[int, float]:
+    """Centers equal scikit-learn's Lloyd from the same initial centers within 1e-6;
+    returns the iterations and sklearn's seconds per iteration."""
+    from sklearn.cluster import KMeans
+
+    if not doc["ok"]:
+        raise SystemExit(f"kmeans job failed: {doc['error']}")
+    results = [e["result"] for e in doc["parties"].values()]
+    iters = results[0]["iterations"]
+    km = KMeans(k, init=pooled[:k], n_init=1, algorithm="lloyd", max_iter=iters, tol=0.0)
+    seconds, km = timed(lambda: km.fit(pooled), repeat=3)
+    if results[0]["mode"] == "horizontal":
+        centers = np.array(results[0]["centers"])
+    else:
+        centers = np.concatenate([np.array(r["centers"]) for r in results], axis=1)
+    if km.n_iter_ != iters or not np.allclose(centers, km.cluster_centers_, rtol=0, atol=1e-6):
+        raise SystemExit("k-means centers differ from scikit-learn's")
+    return iters, seconds / km.n_iter_
+
+
+# -- rows ----------------------------------------------------------------------------------
+
+
+def local_rows(report: Report, fimi: Path, quick: bool) -> None:
+    """ppdm's local miners against mlxtend's on the same data."""
+    from mlxtend.frequent_patterns import apriori, fpgrowth
+
+    cases = [
+        ("mushroom", None, 0.4 if quick else 0.3, False),
+        ("retail", 20000 if quick else None, 0.01, True),
+    ]
+    for name, rows, s, sparse in cases:
+        tx = read_fimi_lines(fimi / f"{name}.dat", rows)
+        build_ppdm, db = timed(lambda tx=tx: from_transactions(tx))
+        build_mlx, df = timed(lambda tx=tx, sparse=sparse: onehot(tx, sparse=sparse))
+        report.extra[f"build_{name}_ppdm_s"] = build_ppdm
+        report.extra[f"build_{name}_mlxtend_s"] = build_mlx
+        pct = f"{round(100 * s)}pct"
+        for method, mlx_fn in (("apriori", apriori), ("fpgrowth", fpgrowth)):
+            ours_s, ours = timed(lambda db=db, m=method, s=s: frequent_itemsets(db, s, method=m))
+            theirs_s, fi = timed(
+                lambda df=df, f=mlx_fn, s=s: f(df, min_support=s, use_colnames=True)
+            )
+            if ours != mlx_counts(fi, len(tx)):
+                raise SystemExit(f"local {method} on {name} differs from mlxtend")
+            report.add(
+                Row(
+                    f"local_{method}_{name}_{pct}_s",
+                    ours_s,
+                    "s",
+                    theirs_s,
+                    f"mlxtend {method}",
+                    ">= mlxtend speed",
+                    higher_is_better=False,
+                )
+            )
+
+
+def assoc_rows(report: Report, fimi: Path, tmp: Path, quick: bool, bed: Any) -> None:
+    # Horizontal: retail among 3 parties.
+    retail = read_fimi_lines(tmp / "retail.dat")  # the pooled file make_partitions wrote
+    base_s, want = mlxtend_centralized(retail, 0.01, sparse=True)
+    report.extra["retail_rows"] = len(retail)
+    report.extra["retail_frequent_itemsets"] = len(want)
+    h = {"mode": "horizontal", "min_support": 0.01, "min_confidence": 0.5, "data": "retail_h"}
+    for reveal in (False, True):
+        params = {**h, "reveal_counts": reveal}
+        tag = "hassoc_retail_3p" + ("_counts" if reveal else "")
+        doc = _in_process("assoc", tmp / "retail_h", params)
+        check_assoc(doc, want, 0.5, counts=reveal)
+        report.add(
+            Row(
+                f"{tag}_local_s",
+                doc["wall_time_s"],
+                "s",
+                base_s,
+                "mlxtend centralized",
+                "",
+                higher_is_better=False,
+            )
+        )
+        if bed is not None:
+            wall, doc = timed(lambda p=params: bed.run_job("assoc", p, timeout=300))
+            check_assoc(doc, want, 0.5, counts=reveal)
+            report.add(
+                Row(
+                    f"{tag}_grpc_s",
+                    wall,
+                    "s",
+                    base_s,
+                    "mlxtend centralized",
+                    "<= 2x mlxtend" if not reveal else "",
+                    higher_is_better=False,
+                )
+            )
+            report.extra[f"{tag}_grpc_bytes"] = _bytes(doc)
+    # Vertical: mushroom's items split between 2 parties.
+    s = 0.5 if quick else 0.3
+    mushroom = read_fimi_lines(fimi / "mushroom.dat")
+    base_s, want = mlxtend_centralized(mushroom, s, sparse=False)
+    v = {"mode": "vertical", "min_support": s, "min_confidence": 0.9, "data": "mushroom_v"}
+    pct = f"{round(100 * s)}pct"
+    doc = _in_process("assoc", tmp / "mushroom_v", v, parties=PARTIES[:2])
+    check_assoc(doc, want, 0.9, counts=True)
+    report.extra["mushroom_frequent_itemsets"] = len(want)
+    report.add(
+        Row(
+            f"vassoc_mushroom_2p_{pct}_local_s",
+            doc["wall_time_s"],
+            "s",
+            base_s,
+            "mlxtend centralized",
+            "",
+            higher_is_better=False,
+        )
+    )
+    if bed is not None:
+        wall, doc = timed(lambda: bed.run_job("assoc", v, parties=PARTIES[:2], timeout=300))
+        check_assoc(doc, want, 0.9, counts=True)
+        report.add(
+            Row(
+                f"vassoc_mushroom_2p_{pct}_grpc_s",
+                wall,
+                "s",
+                base_s,
+                "mlxtend centralized",
+                "<= 60 s",
+                higher_is_better=False,
+            )
+        )
+        report.extra[f"vassoc_mushroom_2p_{pct}_grpc_bytes"] = _bytes(doc)
+
+
+def kmeans_rows(report: Report, tmp: Path, n: int, bed: Any) -> None:
+    for mode in ("horizontal", "vertical"):
+        key = f"blobs_{mode[0]}"
+        out = tmp / key
+        manifest = _manifest(out)
+        pooled = pooled_records(out, manifest, mode)
+        params = {"mode": mode, "k": 5, "init": "first-k", "data": key}
+        tag = f"{mode[0]}kmeans_{n}_k5_3p"
+        doc = _in_process("kmeans", out, params)
+        iters, sk = check_kmeans(doc, pooled, 5)
+        report.add(
+            Row(
+                f"{tag}_local_s_per_iter",
+                doc["wall_time_s"] / iters,
+                "s/iter",
+                sk,
+                "sklearn Lloyd",
+                "report",
+                higher_is_better=False,
+            )
+        )
+        report.extra[f"{tag}_iterations"] = iters
+        if bed is not None:
+            wall, doc = timed(lambda p=params: bed.run_job("kmeans", p, timeout=300))
+            iters, sk = check_kmeans(doc, pooled, 5)
+            report.add(
+                Row(
+                    f"{tag}_grpc_s_per_iter",
+                    wall / iters,
+                    "s/iter",
+                    sk,
+                    "sklearn Lloyd",
+                    "report",
+                    higher_is_better=False,
+                )
+            )
+            report.extra[f"{tag}_grpc_bytes_per_iter"] = _bytes(doc) / iters
+
+
+# -- plumbing ------------------------------------------------------------------------------
+
+
+def _manifest(out: Path) -> dict:
+    import json
+
+    return json.loads((out / "partition.json").read_text())
+
+
+def _in_process(job: str, out: Path, params: dict, parties: list[str] | None = None) -> dict:
+    """The job on the in-process network, each party reading its partition file."""
+    manifest = _manifest(out)
+    key = params["data"]
+    contexts = {
+        p: PartyContext(p, {"data": {key: manifest["parties"][p]["file"]}}, base_dir=out)
+        for p in (parties or list(manifest["parties"]))
+    }
+    return simulate_job(job, contexts, params, timeout=300)
+
+
+def _bytes(doc: dict) -> int:
+    return sum(e["totals"]["bytes_sent"] for e in doc["parties"].values())
+
+
+def make_partitions(tmp: Path, fimi: Path, quick: bool, n_records: int) -> dict[str, Path]:
+    """Pooled files and their party partitions (before the nodes start)."""
+    retail = read_fimi_lines(fimi / "retail.dat", 20000 if quick else None)
+    write_fimi_lines(retail, tmp / "retail.dat")
+    blobs_csv(n_records, tmp / "blobs.csv")
+    specs = {
+        "retail_h": ("retail.dat", "horizontal", PARTIES),
+        "mushroom_v": (str(fimi / "mushroom.dat"), "vertical", PARTIES[:2]),
+        "blobs_h": ("blobs.csv", "horizontal", PARTIES),
+        "blobs_v": ("blobs.csv", "vertical", PARTIES),
+    }
+    outs = {}
+    for key, (source, mode, names) in specs.items():
+        src = Path(source) if Path(source).is_absolute() else tmp / source
+        partition_file(src, tmp / key, parties=names, mode=mode, seed=1)
+        outs[key] = tmp / key
+    return outs
+
+
+def main() -> None:
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--no-grpc", action="store_true", help="skip the rows over gRPC")
+    args = p.parse_args()
+    quick = args.quick
+    fimi = Path(args.shared) / "data" / "fimi"
+    n_records = 2000 if quick else 10_000
+    report = Report("Distributed mining (ppdm.mining): association rules and k-means")
+    t0 = time.perf_counter()
+    local_rows(report, fimi, quick)
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        outs = make_partitions(tmp, fimi, quick, n_records)
+        if args.no_grpc:
+            assoc_rows(report, fimi, tmp, quick, None)
+            kmeans_rows(report, tmp, n_records, None)
+        else:
+            from ppdm.parties.testbed import GrpcTestbed
+
+            bed = GrpcTestbed(
+                PARTIES, tmp / "bed", timeout=300, max_message_bytes=64 << 20, log_level="WARNING"
+            )
+            for key, out in outs.items():
+                manifest = _manifest(out)
+                for party, info in manifest["parties"].items():
+                    set_party_data(bed.settings_path(party), key, out / info["file"])
+            with bed:
+                bed.run_job("secure-sum")  # warm up the connections
+                assoc_rows(report, fimi, tmp, quick, bed)
+                kmeans_rows(report, tmp, n_records, bed)
+    report.extra["benchmark_wall_s"] = time.perf_counter() - t0
+    report.finish(args.json)
+
+
+if __name__ == "__main__":
+    main()
