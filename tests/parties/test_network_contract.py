@@ -101,11 +101,13 @@ class NetworkContract:
     consortium_name = "local"
 
     @pytest.fixture(scope="class")
-    def run(self):
+    @classmethod
+    def run(cls):
         raise NotImplementedError
 
     @pytest.fixture(scope="class")
-    def open_job(self):
+    @classmethod
+    def open_job(cls):
         raise NotImplementedError
 
     # Values and ordering ------------------------------------------------------------
@@ -315,11 +317,13 @@ class NetworkContract:
 
 class TestLocalNetwork(NetworkContract):
     @pytest.fixture(scope="class")
-    def run(self):
+    @classmethod
+    def run(cls):
         return simulate
 
     @pytest.fixture(scope="class")
-    def open_job(self):
+    @classmethod
+    def open_job(cls):
         return _LocalJob
 
 
@@ -327,9 +331,11 @@ class TestGrpcNetwork(NetworkContract):
     consortium_name = "ppdm-testbed"
 
     @pytest.fixture(scope="class")
-    def run(self, loopback):
+    @classmethod
+    def run(cls, loopback):
         return loopback.simulate
 
     @pytest.fixture(scope="class")
-    def open_job(self, loopback):
+    @classmethod
+    def open_job(cls, loopback):
         return lambda timeout: _GrpcJob(loopback, timeout)
