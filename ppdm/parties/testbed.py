@@ -6,7 +6,7 @@ exactly as ``ppdm job run`` does::
 
     with GrpcTestbed(["alice", "bob", "carol"], tmp_path) as bed:
         doc = bed.run_job("secure-sum")
-        assert doc["state"] == "succeeded"
+        print(doc["state"])  # succeeded
 
 :class:`LoopbackConsortium` runs every party's node inside the current process (still
 gRPC over 127.0.0.1 with mutual TLS) and can run *any* function per party on the gRPC

@@ -24,6 +24,7 @@ scalar multiplications run in libsecp256k1, optionally spread over worker proces
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from concurrent.futures import Executor, ProcessPoolExecutor
@@ -187,7 +188,7 @@ def _encode_chunk(items: list[bytes], chunks: int) -> bytes:
 
 def _split(n: int, parts: int) -> list[tuple[int, int]]:
     bounds = np.linspace(0, n, parts + 1).astype(int)
-    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
+    return [(int(a), int(b)) for a, b in itertools.pairwise(bounds) if b > a]
 
 
 def encode_items(items: list[bytes], chunks: int) -> np.ndarray:
