@@ -74,7 +74,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     paths = write_results(rows, args.out, title=f"{', '.join(methods)} on {path.name}")
     for r in rows:
         print(
-            f"{r.method:12s} {r.param}={r.value:g}  KL {r.kl:.4f}  chi2 {r.chi2:.4f}  "
+            f"{r.method:12s} {r.param}={r.value:g}  KL {r.kl:.4f}  KL(q||p) {r.kl_reverse:.4f}  chi2 {r.chi2:.4f}  "
             f"cube err {r.cube_query_error:.3f}  rules {r.rule_recovery:.2f}  "
             f"risk {r.max_risk:.3f}  {r.seconds:.2f}s"
         )

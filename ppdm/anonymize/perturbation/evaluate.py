@@ -45,6 +45,7 @@ from ppdm.anonymize.perturbation.utility import (
     chi2_distance,
     cube_query_error,
     kl_distance,
+    kl_reconstruction,
     mean_relative_error,
     quasi_sensitive_rules,
     random_count_queries,
@@ -77,6 +78,7 @@ class EvaluationRow:
     param: str
     value: float
     kl: float
+    kl_reverse: float
     chi2: float
     base_query_error: float
     cube_query_error: float
@@ -278,6 +280,7 @@ def evaluate(
                     param=param,
                     value=float(v),
                     kl=kl_distance(p, q),
+                    kl_reverse=kl_reconstruction(pi, est),
                     chi2=chi2_distance(p, q),
                     base_query_error=base_query_error(pi, est),
                     cube_query_error=cube_query_error(pi, est),
@@ -304,6 +307,7 @@ def evaluate(
 
 _PLOTTED = (
     ("kl", "KL distance"),
+    ("kl_reverse", "KL(reconstruction||original)"),
     ("chi2", "chi-square distance"),
     ("base_query_error", "base query rel. error"),
     ("cube_query_error", "CUBE query rel. error"),
@@ -349,15 +353,17 @@ def _plot(frame: pd.DataFrame, path: Path, *, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 3, figsize=(13, 7), constrained_layout=True)
-    for ax, (col, label) in zip(axes.ravel(), _PLOTTED, strict=True):
+    fig, axes = plt.subplots(2, 4, figsize=(17, 7), constrained_layout=True)
+    for ax in axes.ravel()[len(_PLOTTED) :]:
+        ax.set_visible(False)
+    for ax, (col, label) in zip(axes.ravel(), _PLOTTED, strict=False):
         for method, part in frame.groupby("method", sort=False):
             part = part.sort_values("value")
             ax.plot(part["value"], part[col], marker="o", label=str(method))
         ax.set_title(label)
         ax.set_xlabel(str(frame["param"].iloc[0]) if len(frame) else "")
         ax.grid(True, alpha=0.3)
-        if col in ("kl", "chi2") and (frame[col] > 0).all():
+        if col in ("kl", "kl_reverse", "chi2") and (frame[col] > 0).all():
             ax.set_yscale("log")
     axes.ravel()[0].legend()
     fig.suptitle(title or "privacy-utility trade-off")
