@@ -32,7 +32,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Report, Row, parser, timed
+from _common import ANONBENCH_QI, Report, Row, load_adult, parser, timed
 
 from ppdm.anonymize.condensation import condensation
 from ppdm.anonymize.hierarchy import load_hierarchies
@@ -41,16 +41,6 @@ from ppdm.anonymize.microaggregation import mdav
 from ppdm.anonymize.models import KAnonymity
 from ppdm.anonymize.mondrian import mondrian
 
-QI = [
-    "age",
-    "education",
-    "marital-status",
-    "native-country",
-    "race",
-    "salary-class",
-    "sex",
-    "workclass",
-]
 K = 10
 
 
@@ -81,32 +71,32 @@ def _anjana_seconds(df: pd.DataFrame, adult: Path, k: int) -> tuple[float, float
 
     hierarchies = {
         a: dict(pd.read_csv(adult / f"adult_hierarchy_{a}.csv", sep=";", header=None, dtype=str))
-        for a in QI
+        for a in ANONBENCH_QI
     }
     data = df.astype(str)  # anjana matches values against the hierarchy files' strings
     cpu0 = time.process_time()
-    seconds, out = timed(lambda: k_anonymity(data, [], QI, k, 0, hierarchies))
+    seconds, out = timed(lambda: k_anonymity(data, [], ANONBENCH_QI, k, 0, hierarchies))
     cpu = time.process_time() - cpu0
-    _verify_k(out, QI, k, "anjana")
+    _verify_k(out, ANONBENCH_QI, k, "anjana")
     return seconds, cpu
 
 
 def add_rows(report: Report, args: argparse.Namespace) -> None:
     """Add the clustering anonymizers' rows to ``report`` (``args``: --quick, --shared)."""
     adult = Path(args.shared) / "data" / "adult"
-    table = pd.read_csv(adult / "adult.csv", sep=";")
-    hierarchies = load_hierarchies(adult, [*QI, "occupation"])
+    table = load_adult(adult)
+    hierarchies = load_hierarchies(adult, [*ANONBENCH_QI, "occupation"])
     model = KAnonymity(K)
     mondrian_rows = table.iloc[:5000] if args.quick else table
     small = table.sample(1000 if args.quick else 5000, random_state=0).reset_index(drop=True)
     setting = f"{len(mondrian_rows):,} rows"
 
     def run_mondrian() -> Any:
-        return mondrian(mondrian_rows, qi=QI, model=model, hierarchies=hierarchies, rng=1)
+        return mondrian(mondrian_rows, qi=ANONBENCH_QI, model=model, hierarchies=hierarchies, rng=1)
 
     seconds, rel = timed(run_mondrian, repeat=3)
     cpu = _cpu_seconds(run_mondrian, repeat=3)
-    _verify_k(rel.data, QI, K, "mondrian")
+    _verify_k(rel.data, ANONBENCH_QI, K, "mondrian")
     anjana = _anjana_seconds(mondrian_rows, adult, K)
     anjana_s = None if anjana is None else anjana[0]
     report.add(
@@ -145,11 +135,16 @@ def add_rows(report: Report, args: argparse.Namespace) -> None:
 
     relaxed_s, rel_relaxed = timed(
         lambda: mondrian(
-            mondrian_rows, qi=QI, model=model, hierarchies=hierarchies, strict=False, rng=1
+            mondrian_rows,
+            qi=ANONBENCH_QI,
+            model=model,
+            hierarchies=hierarchies,
+            strict=False,
+            rng=1,
         ),
         repeat=3,
     )
-    _verify_k(rel_relaxed.data, QI, K, "relaxed mondrian")
+    _verify_k(rel_relaxed.data, ANONBENCH_QI, K, "relaxed mondrian")
     report.add(
         Row(
             f"mondrian_relaxed_k{K}_adult_time",
@@ -161,11 +156,14 @@ def add_rows(report: Report, args: argparse.Namespace) -> None:
     )
 
     for name, fn in (
-        ("mdav", lambda: mdav(small, qi=QI, model=model, hierarchies=hierarchies, rng=1)),
-        ("k_member", lambda: k_member(small, qi=QI, model=model, hierarchies=hierarchies, rng=1)),
+        ("mdav", lambda: mdav(small, qi=ANONBENCH_QI, model=model, hierarchies=hierarchies, rng=1)),
+        (
+            "k_member",
+            lambda: k_member(small, qi=ANONBENCH_QI, model=model, hierarchies=hierarchies, rng=1),
+        ),
     ):
         seconds, rel = timed(fn)
-        _verify_k(rel.data, QI, K, name)
+        _verify_k(rel.data, ANONBENCH_QI, K, name)
         report.add(
             Row(
                 f"{name}_k{K}_{len(small)}_rows_time",

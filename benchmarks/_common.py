@@ -19,6 +19,26 @@ from typing import Any
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
 
+#: The quasi-identifiers of the anonymization benchmark setting on Adult (ARX's anonbench;
+#: ``../shared/data/README.md``); occupation is the sensitive attribute.
+ANONBENCH_QI = [
+    "age",
+    "education",
+    "marital-status",
+    "native-country",
+    "race",
+    "salary-class",
+    "sex",
+    "workclass",
+]
+
+
+def load_adult(adult_dir: str | Path) -> Any:
+    """The shared Adult table (``adult.csv``, ``;``-separated) as a DataFrame."""
+    import pandas as pd
+
+    return pd.read_csv(Path(adult_dir) / "adult.csv", sep=";")
+
 
 def parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)

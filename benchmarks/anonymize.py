@@ -28,7 +28,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Report, Row, parser, timed
+from _common import ANONBENCH_QI, Report, Row, load_adult, parser, timed
 
 from ppdm.anonymize.hierarchy import load_hierarchies
 from ppdm.anonymize.lattice import (
@@ -39,17 +39,6 @@ from ppdm.anonymize.lattice import (
     samarati,
 )
 from ppdm.anonymize.models import make_models
-
-ANONBENCH_QI = [
-    "age",
-    "education",
-    "marital-status",
-    "native-country",
-    "race",
-    "salary-class",
-    "sex",
-    "workclass",
-]
 
 
 def _anjana_seconds(df: pd.DataFrame, qi: list[str], adult: Path, k: int) -> float | None:
@@ -69,7 +58,7 @@ def _anjana_seconds(df: pd.DataFrame, qi: list[str], adult: Path, k: int) -> flo
 def main() -> None:
     args = parser(__doc__.splitlines()[0]).parse_args()
     adult = Path(args.shared) / "data" / "adult"
-    df = pd.read_csv(adult / "adult.csv", sep=";")
+    df = load_adult(adult)
     qi = ANONBENCH_QI
     if args.quick:
         df, qi = df.iloc[:5000], ANONBENCH_QI[:5]

@@ -24,12 +24,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Report, Row, parser, timed
+from _common import ANONBENCH_QI, Report, Row, load_adult, parser, timed
 
 from ppdm.anonymize.models import EntropyLDiversity
 from ppdm.anonymize.mondrian import mondrian
@@ -43,21 +42,11 @@ from ppdm.anonymize.perturbation.randomized_response import (
 )
 
 ESGRO = ["education", "salary-class", "sex", "race"]
-QI8 = [
-    "age",
-    "education",
-    "marital-status",
-    "native-country",
-    "race",
-    "salary-class",
-    "sex",
-    "workclass",
-]
 
 
 def main() -> int:
     args = parser(__doc__.splitlines()[0]).parse_args()
-    table = pd.read_csv(Path(args.shared) / "data" / "adult" / "adult.csv", sep=";")
+    table = load_adult(Path(args.shared) / "data" / "adult")
     if args.quick:
         table = table.head(5000)
     n = len(table)
@@ -109,7 +98,7 @@ def main() -> int:
     report.add(Row("rr_em_reconstruction_s", t_em, "s", goal="< 1 s", higher_is_better=False))
     report.extra["rr_both_ps_l3"] = [p for p in params.ps]
 
-    t_ra, ra_rel = timed(lambda: random_anonymization(table, qi=QI8, rng=3), repeat=repeat)
+    t_ra, ra_rel = timed(lambda: random_anonymization(table, qi=ANONBENCH_QI, rng=3), repeat=repeat)
     report.add(Row("ra_adult_records_per_s", n / t_ra, "records/s", goal="> 10^5/s"))
     report.extra["ra_probabilistic_anonymity"] = ra_rel.anonymity
 

@@ -7,9 +7,20 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from ppdm.mining.rules import Rule, association_rules, rules_to_records
+from ppdm.mining.rules import association_rules, rules_to_records
 
-__all__ = ["AssocResult", "confidence_fraction", "decode_itemset", "encode_itemset"]
+__all__ = [
+    "AssocResult",
+    "confidence_fraction",
+    "decode_itemset",
+    "encode_itemset",
+    "native_label",
+]
+
+
+def native_label(x: Any) -> Any:
+    """A numpy scalar item label as the plain Python value (``np.int64(3)`` -> ``3``)."""
+    return x.item() if hasattr(x, "item") else x
 
 
 def confidence_fraction(min_confidence: float) -> Fraction:
@@ -147,7 +158,3 @@ def candidate_rules(itemsets: list[frozenset]) -> list[tuple[frozenset, frozense
                 xs = frozenset(x)
                 out.append((xs, z - xs))
     return out
-
-
-def rule_key(rule: Rule) -> tuple:
-    return (sorted(rule.antecedent), sorted(rule.consequent))

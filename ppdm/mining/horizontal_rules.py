@@ -48,6 +48,7 @@ from ppdm.mining.assoc_common import (
     confidence_fraction,
     decode_itemset,
     encode_itemset,
+    native_label,
 )
 from ppdm.mining.itemsets import TransactionDB, apriori_gen, min_count, support_counts
 from ppdm.parties.network import Network
@@ -59,10 +60,6 @@ from ppdm.protocols.threshold import secure_sum_nonnegative
 log = logging.getLogger(__name__)
 
 __all__ = ["horizontal_association_rules"]
-
-
-def _native(x: Any) -> Any:
-    return x.item() if hasattr(x, "item") else x
 
 
 def horizontal_association_rules(
@@ -96,16 +93,17 @@ def horizontal_association_rules(
     threshold = min_count(min_support, n_total)
     local_threshold = min_count(min_support, db.n_transactions) if db.n_transactions else 1
     kind: type = int
-    if len(db.items) and isinstance(_native(db.items[0]), str):
+    if len(db.items) and isinstance(native_label(db.items[0]), str):
         kind = str
     frequent: dict[frozenset, int | None] = {}
     levels: list[dict[str, Any]] = []
     prev: list[tuple] = []
+    local_of: dict[tuple, int] = {}  # this party's count of every union itemset so far
     k = 1
     prog.start("association levels", max_len)
     while max_len is None or k <= max_len:
         sub = net.scoped(f"assoc/level{k}")
-        candidates = [(_native(x),) for x in db.items] if k == 1 else apriori_gen(prev)
+        candidates = [(native_label(x),) for x in db.items] if k == 1 else apriori_gen(prev)
         local_counts = support_counts(db, candidates) if candidates else np.zeros(0, dtype=np.int64)
         locally_large = [
             c
@@ -122,7 +120,11 @@ def horizontal_association_rules(
             for b in union_bytes
         )
         if union:
-            counts = support_counts(db, union).astype(np.int64)
+            # Every union itemset is a candidate of this level (at level 1, an item this
+            # party lacks counts 0): reuse the local counts instead of counting again.
+            counted = dict(zip(candidates, local_counts.tolist(), strict=True))
+            counts = np.array([counted.get(c, 0) for c in union], dtype=np.int64)
+            local_of.update(zip(union, counts.tolist(), strict=True))
             if reveal_counts:
                 totals = secure_sum(sub.scoped("count"), counts)
                 large_mask = totals >= threshold
@@ -155,20 +157,21 @@ def horizontal_association_rules(
             {key: int(v) for key, v in frequent.items() if v is not None},
             levels,
         )
-    rules = _private_rules(net, db, list(frequent), frac)
+    rules = _private_rules(net, local_of, list(frequent), frac)
     return AssocResult(n_total, min_support, min_confidence, frequent, rules, False, levels)
 
 
 def _private_rules(
-    net: Network, db: TransactionDB, itemsets: list[frozenset], frac: Any
+    net: Network, local_of: dict[tuple, int], itemsets: list[frozenset], frac: Any
 ) -> list[dict[str, Any]]:
-    """Confident rules decided by secure threshold tests, no count revealed."""
+    """Confident rules decided by secure threshold tests, no count revealed. Both ``X | Y``
+    and ``X`` are frequent, so this party's counts of them are already in ``local_of``."""
     cands = candidate_rules(itemsets)
     if not cands:
         return []
     p, q = frac.numerator, frac.denominator
-    z_counts = support_counts(db, [tuple(sorted(x | y)) for x, y in cands]).astype(np.int64)
-    x_counts = support_counts(db, [tuple(sorted(x)) for x, _ in cands]).astype(np.int64)
+    z_counts = np.array([local_of[tuple(sorted(x | y))] for x, y in cands], dtype=np.int64)
+    x_counts = np.array([local_of[tuple(sorted(x))] for x, _ in cands], dtype=np.int64)
     excess = q * z_counts - p * x_counts
     ok = secure_sum_nonnegative(net.scoped("assoc/rules"), excess)
     return [

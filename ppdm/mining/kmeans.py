@@ -46,7 +46,7 @@ from ppdm.randomness import SeededRandom
 
 log = logging.getLogger(__name__)
 
-__all__ = ["KMeansResult", "assign", "horizontal_kmeans", "lloyd_reference", "vertical_kmeans"]
+__all__ = ["KMeansResult", "assign", "horizontal_kmeans", "vertical_kmeans"]
 
 Init = Literal["first-k", "kmeans++"]
 
@@ -77,33 +77,6 @@ def assign(x: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     d2 = ((x[:, None, :] - centers[None, :, :]) ** 2).sum(axis=2)
     labels = np.argmin(d2, axis=1)
     return labels, d2[np.arange(len(x)), labels]
-
-
-def lloyd_reference(
-    x: np.ndarray, centers: np.ndarray, *, max_iter: int = 300, tol: float = 0.0
-) -> tuple[np.ndarray, np.ndarray, int]:
-    """Centralized Lloyd with the same rules as the distributed versions (for tests)."""
-    c = np.array(centers, dtype=np.float64)
-    threshold = tol * float(np.mean(np.var(x, axis=0))) if tol > 0 else 0.0
-    labels = None
-    it = 0
-    for it in range(1, max_iter + 1):  # noqa: B007 - the count is returned
-        new_labels, _ = assign(x, c)
-        sums = np.zeros_like(c)
-        np.add.at(sums, new_labels, x)
-        counts = np.bincount(new_labels, minlength=len(c))
-        new_c = c.copy()
-        nz = counts > 0
-        new_c[nz] = sums[nz] / counts[nz, None]
-        shift = float(((new_c - c) ** 2).sum())
-        c = new_c
-        if labels is not None and np.array_equal(labels, new_labels):
-            break
-        labels = new_labels
-        if threshold > 0 and shift <= threshold:
-            break
-    final_labels, _ = assign(x, c)
-    return c, final_labels, it
 
 
 def _check_int(value: Any, frm: str, step: str) -> int:

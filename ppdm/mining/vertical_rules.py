@@ -41,7 +41,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ppdm.errors import ProtocolError
-from ppdm.mining.assoc_common import AssocResult
+from ppdm.mining.assoc_common import AssocResult, native_label
 from ppdm.mining.itemsets import TransactionDB, apriori_gen, min_count, support_counts
 from ppdm.parties.codec import ByteStrings
 from ppdm.parties.network import Network
@@ -53,10 +53,6 @@ __all__ = ["vertical_association_rules"]
 
 # Cells of the candidate x transaction bit matrix sent to one dot-product call.
 _BATCH_CELLS = 1 << 25
-
-
-def _native(x: Any) -> Any:
-    return x.item() if hasattr(x, "item") else x
 
 
 def _exchange_schema(net: Network, own: list) -> dict[str, list]:
@@ -101,7 +97,7 @@ def vertical_association_rules(
     for p, v in net.gather("vassoc/rows").items():
         if isinstance(v, bool) or not isinstance(v, int) or v != n:
             raise ProtocolError(p, "vassoc/rows", f"has {v} transactions, this party has {n}")
-    own_items = [_native(x) for x in db.items]
+    own_items = [native_label(x) for x in db.items]
     schema = _exchange_schema(net, own_items)
     owner = {item: p for p in net.parties for item in schema[p]}
     threshold = min_count(min_support, n)

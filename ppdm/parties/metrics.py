@@ -88,22 +88,3 @@ class CostMeter:
         else:
             out["wall_time_s"] = 0.0
         return out
-
-    def by_prefix(self, depth: int = 1) -> list[dict[str, Any]]:
-        """Aggregate steps by the first ``depth`` components of their ``/``-separated tag."""
-        agg: dict[str, StepCost] = {}
-        for c in self.steps():
-            key = "/".join(c.step.split("/")[:depth])
-            a = agg.get(key)
-            if a is None:
-                a = agg[key] = StepCost(
-                    step=key, first_event=c.first_event, last_event=c.last_event
-                )
-            else:
-                a.first_event = min(a.first_event, c.first_event)
-                a.last_event = max(a.last_event, c.last_event)
-            a.messages_sent += c.messages_sent
-            a.messages_received += c.messages_received
-            a.bytes_sent += c.bytes_sent
-            a.bytes_received += c.bytes_received
-        return [a.as_dict() for a in agg.values()]

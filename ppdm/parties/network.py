@@ -392,11 +392,6 @@ class Endpoint(Network):
         self._metrics.received(step, nbytes, started)
         return value
 
-    def pending(self) -> dict[tuple[str, str], int]:
-        """Messages delivered but not yet received, by (sender, step) (for debugging)."""
-        with self._cond:
-            return {k: len(q) for k, q in self._queues.items() if q}
-
     def close(self) -> None:
         with self._cond:
             self._closed = True

@@ -164,10 +164,6 @@ class CommutativeKey:
                 party, step, f"item {exc.index // chunks} is not a point on secp256k1"
             ) from exc
 
-    def combined(self, other: CommutativeKey) -> CommutativeKey:
-        """The key of encrypting under ``self`` then ``other`` (one multiplication)."""
-        return CommutativeKey(self._k * other._k % ecgroup.ORDER)
-
 
 def chunks_for(max_item_bytes: int) -> int:
     """Points per item for items of at most ``max_item_bytes`` bytes."""

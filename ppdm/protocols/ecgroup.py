@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Iterable, Sequence
 
 from coincurve import PublicKey
 
@@ -34,7 +33,6 @@ __all__ = [
     "decode_points",
     "embed_bytes",
     "extract_bytes",
-    "hash_point",
     "hash_to_point",
     "invert_scalar",
     "mult",
@@ -81,12 +79,6 @@ def mult(point: bytes, k: int) -> bytes:
     return PublicKey(point).multiply(_sb(k)).format()
 
 
-def mult_many(points: Iterable[bytes], k: int) -> list[bytes]:
-    """``k * P`` for every ``P`` (one scalar, many points)."""
-    kb = _sb(k)
-    return [PublicKey(p).multiply(kb).format() for p in points]
-
-
 def add(p: bytes, q: bytes) -> bytes:
     """``p + q``."""
     return PublicKey.combine_keys([PublicKey(p), PublicKey(q)]).format()
@@ -126,12 +118,6 @@ def decode_points(
     if count is not None and len(values) != count:
         raise ProtocolError(party, step, f"expected {count} points, got {len(values)}")
     return [decode_point(v, party, step) for v in values]
-
-
-def hash_point(point: bytes, *, tweak: bytes = b"", length: int = 32) -> bytes:
-    """Key derivation from a point: BLAKE2b(point, personalised with ``tweak``)."""
-    h = hashlib.blake2b(point, digest_size=length, person=tweak[:16].ljust(16, b"\0"))
-    return h.digest()
 
 
 def _lift_x(x: int) -> bytes | None:
@@ -183,19 +169,3 @@ def extract_bytes(point: bytes) -> bytes:
     if n > EMBED_CAPACITY:
         raise ValueError("point does not carry embedded bytes")
     return x[1 : 1 + n]
-
-
-def embed_chunks(data: bytes, n_chunks: int) -> list[bytes]:
-    """Split ``data`` over exactly ``n_chunks`` points (for items longer than one point)."""
-    if len(data) > n_chunks * EMBED_CAPACITY:
-        raise ValueError(
-            f"{len(data)} bytes do not fit in {n_chunks} points of {EMBED_CAPACITY} bytes"
-        )
-    parts = [data[i : i + EMBED_CAPACITY] for i in range(0, len(data), EMBED_CAPACITY)]
-    parts += [b""] * (n_chunks - len(parts))
-    return [embed_bytes(p) for p in parts]
-
-
-def extract_chunks(points: Sequence[bytes]) -> bytes:
-    """Inverse of :func:`embed_chunks`."""
-    return b"".join(extract_bytes(p) for p in points)
