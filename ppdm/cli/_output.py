@@ -1,12 +1,13 @@
-"""Output helpers shared by command modules: JSON documents and cost tables."""
+"""Output helpers shared by command modules: JSON documents."""
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from ppdm.errors import ConfigError
 
 
 def write_json(doc: Any, output: str | None, *, echo: bool = True) -> None:
@@ -16,6 +17,12 @@ def write_json(doc: Any, output: str | None, *, echo: bool = True) -> None:
         Path(output).write_text(text)
     if echo:
         sys.stdout.write(text)
+
+
+def check_output_folder(output: str | None) -> None:
+    """:class:`ConfigError` unless the folder of ``output`` (when given) exists."""
+    if output is not None and not Path(output).resolve().parent.is_dir():
+        raise ConfigError(f"--output folder {Path(output).parent} does not exist")
 
 
 def _default(obj: Any) -> Any:
@@ -30,24 +37,3 @@ def _default(obj: Any) -> Any:
     if isinstance(obj, set | frozenset):
         return sorted(obj)
     raise TypeError(f"not JSON-serializable: {type(obj).__name__}")
-
-
-def cost_table(doc: Mapping[str, Any], *, title: str = "cost per party and step") -> Any:
-    """A rich Table of the per-step metrics in a job document."""
-    from rich.table import Table
-
-    table = Table(title=title)
-    for col in ("party", "step", "msgs sent", "msgs recv", "bytes sent", "bytes recv", "time s"):
-        table.add_column(col, justify="left" if col in ("party", "step") else "right")
-    for party, entry in doc["parties"].items():
-        for m in entry.get("metrics", []):
-            table.add_row(
-                party,
-                m["step"],
-                f"{m['messages_sent']:,}",
-                f"{m['messages_received']:,}",
-                f"{m['bytes_sent']:,}",
-                f"{m['bytes_received']:,}",
-                f"{m['wall_time_s']:.4f}",
-            )
-    return table

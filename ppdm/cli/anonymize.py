@@ -91,7 +91,7 @@ def _run(args: argparse.Namespace) -> int:
     from ppdm.anonymize.data import load_table
     from ppdm.progress import RichProgress
 
-    if args.suppression is not None and not 0.0 <= args.suppression < 1.0:
+    if not 0.0 <= args.suppression < 1.0:
         raise ConfigError(f"--suppression must be in [0, 1), got {args.suppression}")
     table = load_table(args.input, sep=args.sep)
     progress = None if args.no_progress else RichProgress()

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 
+from ppdm.cli._output import write_json
 from ppdm.errors import ConfigError
 from ppdm.parties.consortium import (
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -115,6 +114,5 @@ def _check(args: argparse.Namespace) -> int:
     }
     if party is not None:
         doc["settings_of"] = party
-    json.dump(doc, sys.stdout, indent=2)
-    print()
+    write_json(doc, None)
     return 0

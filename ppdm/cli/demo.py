@@ -16,7 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from ppdm.cli._output import write_json
+from ppdm.cli._output import check_output_folder, write_json
 from ppdm.errors import ConfigError
 
 
@@ -49,15 +49,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_demo(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from ppdm.cli.simulate import party_names
+    from ppdm.cli.simulate import party_names, simulate_files
     from ppdm.data import retail_sample
-    from ppdm.jobs.document import simulate_job
     from ppdm.jobs.mining import write_transactions
-    from ppdm.jobs.registry import PartyContext
     from ppdm.mining.itemsets import frequent_itemsets
     from ppdm.mining.partition import horizontal_split
     from ppdm.mining.readers import from_transactions
-    from ppdm.progress import RichProgress
 
     if not 2 <= args.parties <= 8:
         raise ConfigError("--parties must be between 2 and 8")
@@ -67,8 +64,7 @@ def run_demo(args: argparse.Namespace) -> int:
         raise ConfigError("--min-confidence must be in [0, 1]")
     if args.top < 0:
         raise ConfigError("--top must be non-negative")
-    if args.output is not None and not Path(args.output).resolve().parent.is_dir():
-        raise ConfigError(f"--output folder {Path(args.output).parent} does not exist")
+    check_output_folder(args.output)
     console = Console()
     names = party_names(args.parties)
     with console.status("loading the shipped retail baskets"):
@@ -90,21 +86,11 @@ def run_demo(args: argparse.Namespace) -> int:
         "reveal_counts": not args.private_counts,
         "format": "fimi",
     }
-    progress = RichProgress()
     with tempfile.TemporaryDirectory(prefix="ppdm-demo-") as tmp:
-        contexts = {}
-        for i, name in enumerate(names):
+        for name in names:
             write_transactions(local[name], Path(tmp) / f"{name}.dat", fmt="fimi")
-            contexts[name] = PartyContext(
-                name=name,
-                settings={"data": {"transactions": f"{name}.dat"}},
-                base_dir=Path(tmp),
-                progress=progress if i == 0 else None,
-            )
-        try:
-            doc = simulate_job("assoc", contexts, params)
-        finally:
-            progress.finish()
+        files = {name: f"{name}.dat" for name in names}
+        doc = simulate_files("assoc", Path(tmp), "transactions", files, params)
     result = doc["parties"][names[0]]["result"]
     found = {frozenset(e["items"]) for e in result["frequent_itemsets"]}
     central = frequent_itemsets(pooled, args.min_support)

@@ -15,14 +15,13 @@ output names the mechanism and the ``(epsilon, delta)`` spent.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from ppdm.cli._output import write_json
 from ppdm.errors import ConfigError
 
 __all__ = ["register"]
@@ -130,10 +129,7 @@ def _run(args: argparse.Namespace) -> int:
         "budget": acct.summary(),
         "randomness": "seeded (not for release)" if args.seed is not None else "os.urandom",
     }
-    text = json.dumps(doc, indent=2) + "\n"
-    if args.out:
-        Path(args.out).write_text(text)
-    sys.stdout.write(text)
+    write_json(doc, args.out)
     return 0
 
 

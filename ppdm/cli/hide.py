@@ -13,10 +13,10 @@ the side effects recounted by mining both files (``--no-evaluate`` skips that).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from pathlib import Path
 
+from ppdm.cli._output import write_json
 from ppdm.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     report["input"] = str(args.input)
     report["output"] = str(args.output)
     if args.report:
-        Path(args.report).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        write_json(report, args.report, echo=False)
     log.info(
         "hid %d rules with %s in %.2f s: %s",
         len(rules),

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ppdm.cli._output import write_json
 from ppdm.errors import ConfigError
 from ppdm.jobs.registry import get_job, job_names
 from ppdm.parties.consortium import load_settings
@@ -115,6 +116,5 @@ def _status(args: argparse.Namespace) -> int:
     from ppdm.parties.node import job_status
 
     settings = load_settings(args.settings)
-    json.dump(job_status(settings, args.job_id), sys.stdout, indent=2)
-    print()
+    write_json(job_status(settings, args.job_id), None)
     return 0

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ppdm.cli._output import write_json
+from ppdm.cli._output import check_output_folder, write_json
 from ppdm.errors import ConfigError
 
 
@@ -194,10 +194,8 @@ def _run(
 ) -> dict[str, Any]:
     """Partition ``args.input`` into a temporary folder and run ``job`` for every party
     (the first party's context draws the progress bar on stderr)."""
-    from ppdm.jobs.document import simulate_job
+    from ppdm.cli.simulate import simulate_files
     from ppdm.jobs.mining import partition_file
-    from ppdm.jobs.registry import PartyContext
-    from ppdm.progress import RichProgress
 
     _check_input(args.input)
     if args.timeout <= 0:
@@ -218,20 +216,8 @@ def _run(
                 else {}
             ),
         )
-        progress = RichProgress()
-        contexts = {
-            name: PartyContext(
-                name=name,
-                settings={"data": {key: manifest["parties"][name]["file"]}},
-                base_dir=Path(tmp),
-                progress=progress if i == 0 else None,
-            )
-            for i, name in enumerate(names)
-        }
-        try:
-            return simulate_job(job, contexts, params, timeout=args.timeout)
-        finally:
-            progress.finish()
+        files = {name: manifest["parties"][name]["file"] for name in names}
+        return simulate_files(job, Path(tmp), key, files, params, timeout=args.timeout)
 
 
 def _emit(doc: dict[str, Any], output: str | None, summary: str) -> None:
@@ -243,8 +229,7 @@ def _emit(doc: dict[str, Any], output: str | None, summary: str) -> None:
 def _simulate_assoc(args: argparse.Namespace) -> int:
     from ppdm.jobs.mining import check_params
 
-    if args.output is not None and not Path(args.output).resolve().parent.is_dir():
-        raise ConfigError(f"--output folder {Path(args.output).parent} does not exist")
+    check_output_folder(args.output)
     fmt = args.format
     if fmt == "auto":
         fmt = "fimi" if Path(args.input).suffix.lower() == ".dat" else "basket"
@@ -276,8 +261,7 @@ def _simulate_assoc(args: argparse.Namespace) -> int:
 def _simulate_kmeans(args: argparse.Namespace) -> int:
     from ppdm.jobs.mining import check_params, read_records
 
-    if args.output is not None and not Path(args.output).resolve().parent.is_dir():
-        raise ConfigError(f"--output folder {Path(args.output).parent} does not exist")
+    check_output_folder(args.output)
     columns = None
     if args.columns is not None:
         columns = [c.strip() for c in args.columns.split(",") if c.strip()]

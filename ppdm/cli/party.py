@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import sys
 
+from ppdm.cli._output import write_json
 from ppdm.parties.consortium import load_settings
 
 
@@ -55,6 +54,5 @@ def _health(args: argparse.Namespace) -> int:
 
     settings = load_settings(args.settings)
     report = health(settings, timeout=args.timeout)
-    json.dump(report, sys.stdout, indent=2)
-    print()
+    write_json(report, None)
     return 0 if all(r["ok"] for r in report.values()) else 1

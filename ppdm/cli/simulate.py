@@ -9,6 +9,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
 import ppdm.cli
 from ppdm.cli._output import write_json
@@ -26,6 +29,36 @@ def party_names(n: int) -> list[str]:
     if n <= len(DEFAULT_NAMES):
         return DEFAULT_NAMES[:n]
     return [f"party{i}" for i in range(1, n + 1)]
+
+
+def simulate_files(
+    job: str,
+    base_dir: Path,
+    key: str,
+    files: Mapping[str, str],
+    params: Mapping[str, Any],
+    *,
+    timeout: float = 120.0,
+) -> dict[str, Any]:
+    """Run ``job`` in process for the parties of ``files``, each reading its own data file
+    ``files[party]`` (its ``[data] key`` entry, relative to ``base_dir``); the first
+    party's context draws the progress bar on stderr."""
+    from ppdm.progress import RichProgress
+
+    progress = RichProgress()
+    contexts = {
+        name: PartyContext(
+            name=name,
+            settings={"data": {key: file}},
+            base_dir=base_dir,
+            progress=progress if i == 0 else None,
+        )
+        for i, (name, file) in enumerate(files.items())
+    }
+    try:
+        return simulate_job(job, contexts, params, timeout=timeout)
+    finally:
+        progress.finish()
 
 
 def register(sub: argparse._SubParsersAction) -> None:

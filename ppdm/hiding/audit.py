@@ -52,6 +52,16 @@ def _subset(query: Iterable[int], n: int) -> frozenset[int]:
     return q
 
 
+def _sub_scaled(target: dict[int, Fraction], f: Fraction, src: dict[int, Fraction]) -> None:
+    """``target -= f * src`` in place on sparse rows, dropping the entries that become 0."""
+    for j, v in src.items():
+        w = target.get(j, Fraction(0)) - f * v
+        if w:
+            target[j] = w
+        else:
+            target.pop(j, None)
+
+
 class _Echelon:
     """Reduced row echelon form over the rationals, with each row's combination of the
     original queries (so that a disclosure can be traced to the answers behind it)."""
@@ -69,18 +79,8 @@ class _Echelon:
             f = vec.get(p)
             if not f:
                 continue
-            for j, v in self.rows[p].items():
-                w = vec.get(j, Fraction(0)) - f * v
-                if w:
-                    vec[j] = w
-                else:
-                    vec.pop(j, None)
-            for j, v in self.combos[p].items():
-                w = combo.get(j, Fraction(0)) - f * v
-                if w:
-                    combo[j] = w
-                else:
-                    combo.pop(j, None)
+            _sub_scaled(vec, f, self.rows[p])
+            _sub_scaled(combo, f, self.combos[p])
         return vec, combo
 
     def insert(self, vec: dict[int, Fraction], combo: dict[int, Fraction]) -> int | None:
@@ -101,20 +101,8 @@ class _Echelon:
         for q in list(self.rows):
             g = self.rows[q].get(p)
             if g:
-                row = self.rows[q]
-                for j, v in vec.items():
-                    w = row.get(j, Fraction(0)) - g * v
-                    if w:
-                        row[j] = w
-                    else:
-                        row.pop(j, None)
-                cb = self.combos[q]
-                for j, v in combo.items():
-                    w = cb.get(j, Fraction(0)) - g * v
-                    if w:
-                        cb[j] = w
-                    else:
-                        cb.pop(j, None)
+                _sub_scaled(self.rows[q], g, vec)
+                _sub_scaled(self.combos[q], g, combo)
         self.rows[p] = vec
         self.combos[p] = combo
         return p
@@ -225,7 +213,7 @@ class MaxAuditor:
         q = _subset(query, self.n)
         s = self._sign()
         past = [(qq, s * m) for qq, m in self.answered]
-        for a in _candidate_answers(past, q, self.n):
+        for a in _candidate_answers(past):
             trial = [*past, (q, a)]
             if _consistent(trial, self.n) and _max_determined(trial, self.n):
                 return True
@@ -272,9 +260,7 @@ def _max_determined(answers: list[tuple[frozenset[int], float]], n: int) -> dict
     return {next(iter(h)): m for m, h in _holders(answers, n).items() if len(h) == 1}
 
 
-def _candidate_answers(
-    past: list[tuple[frozenset[int], float]], q: frozenset[int], n: int
-) -> list[float]:
+def _candidate_answers(past: list[tuple[frozenset[int], float]]) -> list[float]:
     """Representative answers: every past answer value and one point in each gap."""
     vals = sorted({m for _, m in past})
     if not vals:

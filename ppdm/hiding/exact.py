@@ -103,6 +103,14 @@ class _Builder:
         )
 
 
+def _check_size(b: _Builder, max_vars: int) -> None:
+    if b.n_vars > max_vars:
+        raise ExactTooLarge(
+            f"exact hiding: more than max_vars={max_vars} variables; use a heuristic "
+            "or border method, or raise the limit"
+        )
+
+
 @dataclass
 class Program:
     """The built program and what is needed to read a solution back."""
@@ -198,11 +206,7 @@ def build_program(
                 coefs[j] = coefs.get(j, 0.0) - mct
             coefs[h] = -big
             b.row(coefs, -np.inf, -_EPS + mct * f_x)
-        if b.n_vars > max_vars:
-            raise ExactTooLarge(
-                f"exact hiding: more than max_vars={max_vars} variables; use a heuristic "
-                "or border method, or raise the limit"
-            )
+        _check_size(b, max_vars)
     sensitive = [r.itemset for r in ws.rules]
     sens_labels = set(ws.labels)
     z_vars = []
@@ -226,11 +230,7 @@ def build_program(
             j = upper_product(int(t), cols)
             coefs[j] = coefs.get(j, 0.0) + 1.0
         b.row(coefs, -float(f_i), np.inf)
-        if b.n_vars > max_vars:
-            raise ExactTooLarge(
-                f"exact hiding: more than max_vars={max_vars} variables; use a heuristic "
-                "or border method, or raise the limit"
-            )
+        _check_size(b, max_vars)
     weight = float(n_u + 1)
     for j in range(n_u):
         b.cost[j] = -1.0

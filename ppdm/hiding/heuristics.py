@@ -62,10 +62,12 @@ __all__ = [
 _MAX_SWEEPS = 10
 
 
-def _sweep(ws: Workspace, hide_one, name: str) -> None:
-    """Apply ``hide_one(ws, r)`` to every minable rule until none is left."""
+def _sweep(ws: Workspace, hide_one, name: str, order: list[int] | None = None) -> None:
+    """Apply ``hide_one(ws, r)`` to every minable rule (in ``order``, default rule order)
+    until none is left."""
+    rules = range(len(ws.rules)) if order is None else order
     for _ in range(_MAX_SWEEPS):
-        pending = [r for r in range(len(ws.rules)) if not ws.hidden(r)]
+        pending = [r for r in rules if not ws.hidden(r)]
         if not pending:
             return
         for r in pending:
@@ -197,15 +199,7 @@ def algorithm_2c(ws: Workspace) -> None:
         range(len(ws.rules)),
         key=lambda r: (-len(ws.z_cols[r]), -ws.counts[ws.z_cols[r]], r),
     )
-    for _ in range(_MAX_SWEEPS):
-        pending = [r for r in order if not ws.hidden(r)]
-        if not pending:
-            return
-        for r in pending:
-            if not ws.hidden(r):
-                hide(ws, r)
-    if not ws.all_hidden():
-        _finish_with_support(ws, "2.c")
+    _sweep(ws, hide, "2.c", order)
 
 
 def sliding_window(ws: Workspace, *, window: int = 10_000, psi: float | None = None) -> None:

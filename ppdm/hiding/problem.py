@@ -33,7 +33,7 @@ import numpy as np
 
 from ppdm.errors import ConfigError, PPDMError
 from ppdm.mining.itemsets import TransactionDB, min_count
-from ppdm.mining.rules import Rule, is_confident
+from ppdm.mining.rules import Rule, is_confident, sorted_items
 
 __all__ = [
     "HidingError",
@@ -96,13 +96,10 @@ class SensitiveRule:
             raise ConfigError(f"bad sensitive rule {rule!r}") from None
 
     def to_record(self) -> dict[str, list]:
-        def srt(s: frozenset) -> list:
-            try:
-                return sorted(s)
-            except TypeError:
-                return sorted(s, key=repr)
-
-        return {"antecedent": srt(self.antecedent), "consequent": srt(self.consequent)}
+        return {
+            "antecedent": sorted_items(self.antecedent),
+            "consequent": sorted_items(self.consequent),
+        }
 
 
 def parse_sensitive_rules(data: Any) -> list[SensitiveRule]:

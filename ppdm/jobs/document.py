@@ -23,7 +23,6 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from ppdm.errors import PartyFailure, PPDMError, ProtocolError
 from ppdm.jobs.registry import PartyContext, get_job
 from ppdm.parties.local import LocalNetwork, simulate
 
@@ -73,14 +72,3 @@ def simulate_job(
             "totals": sim.totals[p],
         }
     return doc
-
-
-def failure_party(exc: BaseException) -> str | None:
-    """The party an error names, if any."""
-    if isinstance(exc, ProtocolError | PartyFailure):
-        return exc.party
-    return None
-
-
-def is_ppdm_error(exc: BaseException) -> bool:
-    return isinstance(exc, PPDMError)

@@ -142,13 +142,13 @@ class Records:
         return h.digest()
 
 
-def _read_table(path: str | os.PathLike[str], sep: str) -> Any:
+def _read_table(path: str | os.PathLike[str], sep: str, **options: Any) -> Any:
     import pandas as pd
 
     if not Path(path).is_file():
         raise ConfigError(f"records file not found: {path}")
     try:
-        return pd.read_csv(path, sep=sep)
+        return pd.read_csv(path, sep=sep, **options)
     except (ValueError, pd.errors.ParserError) as exc:
         raise ConfigError(f"{path}: not a CSV table with a header ({exc})") from None
 
@@ -274,14 +274,7 @@ def _partition_records(
     columns: Sequence[str] | None,
     manifest: dict[str, Any],
 ) -> None:
-    import pandas as pd
-
-    if not Path(input_path).is_file():
-        raise ConfigError(f"records file not found: {input_path}")
-    try:
-        df = pd.read_csv(input_path, sep=sep, dtype=str, keep_default_na=False)
-    except (ValueError, pd.errors.ParserError) as exc:
-        raise ConfigError(f"{input_path}: not a CSV table with a header ({exc})") from None
+    df = _read_table(input_path, sep, dtype=str, keep_default_na=False)
     if id_column in df.columns:
         if df[id_column].duplicated().any():
             raise ConfigError(f"{input_path}: the id column {id_column!r} has duplicate ids")

@@ -449,16 +449,23 @@ def support_counts(db: TransactionDB, itemsets: Iterable[Iterable[Any]]) -> np.n
         return out
     distinct = np.unique(np.concatenate([np.ravel(rows) for _, rows in by_len.values()]))
     bits = db.bit_matrix(distinct)
-    step = max(1, _CHUNK_BYTES // max(8 * db.n_words, 1))
     for idx, rows in by_len.values():
         arr = np.searchsorted(distinct, np.array(rows, dtype=np.int64))
-        sel = np.array(idx, dtype=np.int64)
-        for lo in range(0, len(arr), step):
-            a = arr[lo : lo + step]
-            acc = bits[a[:, 0]]
-            for j in range(1, a.shape[1]):
-                np.bitwise_and(acc, bits[a[:, j]], out=acc)
-            out[sel[lo : lo + step]] = _popcount_rows(acc)
+        out[np.array(idx, dtype=np.int64)] = _and_counts(bits, arr)
+    return out
+
+
+def _and_counts(bits: np.ndarray, arr: np.ndarray) -> np.ndarray:
+    """Popcount of the AND of the rows ``arr[i]`` of the bit matrix ``bits``, for every
+    ``i`` (``arr`` is ``(c, k)``), a chunk of at most ``_CHUNK_BYTES`` at a time."""
+    out = np.empty(len(arr), dtype=np.int64)
+    step = max(1, _CHUNK_BYTES // max(8 * bits.shape[1], 1))
+    for lo in range(0, len(arr), step):
+        a = arr[lo : lo + step]
+        acc = bits[a[:, 0]]
+        for j in range(1, a.shape[1]):
+            np.bitwise_and(acc, bits[a[:, j]], out=acc)
+        out[lo : lo + step] = _popcount_rows(acc)
     return out
 
 
@@ -566,14 +573,7 @@ def apriori(
             if not cands:
                 break
             arr = np.array([[row_of[x] for x in c] for c in cands], dtype=np.int64)
-            sup = np.empty(len(arr), dtype=np.int64)
-            step = max(1, _CHUNK_BYTES // max(8 * db.n_words, 1))
-            for s in range(0, len(arr), step):
-                a = arr[s : s + step]
-                acc = bits[a[:, 0]]
-                for j in range(1, a.shape[1]):
-                    np.bitwise_and(acc, bits[a[:, j]], out=acc)
-                sup[s : s + step] = _popcount_rows(acc)
+            sup = _and_counts(bits, arr)
             keep = np.flatnonzero(sup >= minc)
             level = [cands[i] for i in keep]
             for i in keep:
@@ -608,8 +608,7 @@ def eclat(
     found: dict[tuple, int] = {}
     with progress_task(progress, "eclat", len(order)) as prog:
         _eclat_rec((), bits, order, counts[order], minc, max_len, found, prog)
-    labels = db.items.tolist()
-    return {frozenset(labels[i] for i in k): v for k, v in found.items()}
+    return _to_labels(db, found)
 
 
 def _eclat_rec(
@@ -667,18 +666,17 @@ def fpgrowth(
         return {}
     order = freq1[np.lexsort((freq1, -counts[freq1]))]  # descending support
     m = len(order)
-    rank = np.full(db.n_items, -1, dtype=np.int64)
-    rank[order] = np.arange(m)
-    entry_rank = rank[db.indices]
-    colptr, tids = db.tidlists()
     found: dict[tuple, int] = {}
     if m * db.n_transactions <= _DENSE_CELLS:
         mat = db.to_dense(order)
         mat, w = _merge_rows(mat[mat.any(axis=1)], None)
         with progress_task(progress, "fpgrowth", m) as prog:
             _fp_rec((), mat, w, order, counts[order], minc, max_len, found, prog)
-        labels = db.items.tolist()
-        return {frozenset(labels[i] for i in k): v for k, v in found.items()}
+        return _to_labels(db, found)
+    rank = np.full(db.n_items, -1, dtype=np.int64)
+    rank[order] = np.arange(m)
+    entry_rank = rank[db.indices]
+    colptr, tids = db.tidlists()
     with progress_task(progress, "fpgrowth", m) as prog:
         # The top level reads each item's conditional pattern base straight from the sparse
         # rows, so that no dense matrix over all frequent items is ever built.
@@ -712,8 +710,7 @@ def fpgrowth(
             sub = sub[sub.any(axis=1)]
             sub, w = _merge_rows(sub, None)
             _fp_rec((p,), sub, w, order[keep], c[keep], minc, max_len, found, None)
-    labels = db.items.tolist()
-    return {frozenset(labels[i] for i in k): v for k, v in found.items()}
+    return _to_labels(db, found)
 
 
 def _merge_rows(mat: np.ndarray, w: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:

@@ -37,10 +37,24 @@ PathLike = str | os.PathLike[str]
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
+def _empty_db(n: int) -> TransactionDB:
+    """``n`` empty transactions over no items."""
+    return TransactionDB(n, np.array([], dtype=np.int64), np.zeros(n + 1, np.int64), _EMPTY)
+
+
+def _label_array(labels: list[Any]) -> np.ndarray:
+    """Item labels as ``int64`` (all ints), ``str`` (all strings) or ``object``."""
+    if labels and all(isinstance(x, int | np.integer) and not isinstance(x, bool) for x in labels):
+        return np.array(labels, dtype=np.int64)
+    if labels and all(isinstance(x, str) for x in labels):
+        return np.array(labels, dtype=str)
+    return np.array(labels, dtype=object)
+
+
 def _from_flat(n: int, row: np.ndarray, labels: np.ndarray) -> TransactionDB:
     """Build a database from parallel arrays (transaction index, label)."""
     if len(labels) == 0:
-        return TransactionDB(n, np.array([], dtype=np.int64), np.zeros(n + 1, np.int64), _EMPTY)
+        return _empty_db(n)
     try:
         items, cols = np.unique(labels, return_inverse=True)
     except TypeError as exc:
@@ -69,13 +83,7 @@ def from_transactions(transactions: Iterable[Iterable[Any]]) -> TransactionDB:
         lens.append(len(flat) - before)
     n = len(lens)
     row = np.repeat(np.arange(n, dtype=np.int64), lens)
-    if flat and all(isinstance(x, int | np.integer) and not isinstance(x, bool) for x in flat):
-        labels = np.array(flat, dtype=np.int64)
-    elif flat and all(isinstance(x, str) for x in flat):
-        labels = np.array(flat, dtype=str)
-    else:
-        labels = np.array(flat, dtype=object)
-    return _from_flat(n, row, labels)
+    return _from_flat(n, row, _label_array(flat))
 
 
 def read_fimi(path: PathLike) -> TransactionDB:
@@ -92,12 +100,11 @@ def read_fimi(path: PathLike) -> TransactionDB:
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: a FIMI file holds ASCII integers only") from None
     if text == "":
-        return TransactionDB(0, np.array([], np.int64), np.zeros(1, np.int64), _EMPTY)
+        return _empty_db(0)
     if text.endswith("\n"):
         text = text[:-1]
     if text.strip() == "":
-        n = text.count("\n") + 1
-        return TransactionDB(n, np.array([], np.int64), np.zeros(n + 1, np.int64), _EMPTY)
+        return _empty_db(text.count("\n") + 1)
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)
         try:
@@ -157,19 +164,12 @@ def from_onehot(df: Any) -> TransactionDB:
     nz = vals.astype(bool)
     rows, cols = np.asarray(rows)[nz], np.asarray(cols)[nz]
     if len(columns) == 0:
-        return TransactionDB(n, np.array([], np.int64), np.zeros(n + 1, np.int64), _EMPTY)
-    labels = np.empty(len(columns), dtype=object)
-    labels[:] = columns
+        return _empty_db(n)
     try:
         order = sorted(range(len(columns)), key=lambda i: columns[i])
     except TypeError as exc:
         raise ConfigError(f"item labels must be mutually comparable: {exc}") from None
-    if all(isinstance(c, int | np.integer) and not isinstance(c, bool) for c in columns):
-        items = np.array([columns[i] for i in order], dtype=np.int64)
-    elif all(isinstance(c, str) for c in columns):
-        items = np.array([columns[i] for i in order], dtype=str)
-    else:
-        items = np.array([columns[i] for i in order], dtype=object)
+    items = _label_array([columns[i] for i in order])
     pos_of = np.empty(len(columns), dtype=np.int64)
     pos_of[order] = np.arange(len(columns))
     return TransactionDB.from_pairs(n, items, rows.astype(np.int64), pos_of[cols])

@@ -36,7 +36,8 @@ def _native(x: Any) -> Any:
     return x.item() if hasattr(x, "item") and not isinstance(x, str | bytes) else x
 
 
-def _sorted(items: Iterable[Any]) -> list[Any]:
+def sorted_items(items: Iterable[Any]) -> list[Any]:
+    """Items in sorted order, or by ``repr`` when they do not compare (mixed types)."""
     try:
         return sorted(items)
     except TypeError:
@@ -76,8 +77,8 @@ class Rule:
         return (self.antecedent, self.consequent)
 
     def __str__(self) -> str:
-        a = ", ".join(map(str, _sorted(self.antecedent)))
-        c = ", ".join(map(str, _sorted(self.consequent)))
+        a = ", ".join(map(str, sorted_items(self.antecedent)))
+        c = ", ".join(map(str, sorted_items(self.consequent)))
         return f"{{{a}}} -> {{{c}}} (supp={self.support:.4g}, conf={self.confidence:.4g})"
 
 
@@ -157,7 +158,7 @@ def association_rules(
     for z, cz in itemsets.items():
         if len(z) < 2:
             continue
-        items = _sorted(z)
+        items = sorted_items(z)
         # ap-genrules: grow confident consequents level by level.
         level: list[tuple] = []
         for y in items:
@@ -198,8 +199,8 @@ def rules_to_records(rules: Iterable[Rule]) -> list[dict[str, Any]]:
     """Plain dictionaries (JSON-ready): items as sorted lists of native Python values."""
     return [
         {
-            "antecedent": [_native(x) for x in _sorted(r.antecedent)],
-            "consequent": [_native(x) for x in _sorted(r.consequent)],
+            "antecedent": [_native(x) for x in sorted_items(r.antecedent)],
+            "consequent": [_native(x) for x in sorted_items(r.consequent)],
             "support_count": int(r.support_count),
             "support": float(r.support),
             "confidence": float(r.confidence),

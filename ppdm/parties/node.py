@@ -652,22 +652,16 @@ def _party_record(status: pb.JobStatus) -> dict[str, Any]:
         k: sum(m[k] for m in metrics)
         for k in ("messages_sent", "messages_received", "bytes_sent", "bytes_received")
     }
+    state = _STATE_NAMES[status.state]
     result = None
     error = status.error or None
     if status.state == pb.JOB_STATE_SUCCEEDED:
         try:
             result = from_struct(status.result, "job result")
         except ValueError as exc:
-            return {
-                "state": "failed",
-                "result": None,
-                "error": f"node returned a bad result: {exc}",
-                "wall_time_s": round(status.wall_time_s, 6),
-                "metrics": metrics,
-                "totals": totals,
-            }
+            state, error = "failed", f"node returned a bad result: {exc}"
     return {
-        "state": _STATE_NAMES[status.state],
+        "state": state,
         "result": result,
         "error": error,
         "wall_time_s": round(status.wall_time_s, 6),

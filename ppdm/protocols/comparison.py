@@ -58,6 +58,7 @@ import numpy as np
 
 from ppdm.errors import ProtocolError
 from ppdm.parties.network import Network
+from ppdm.protocols.dot_product_ot import check_two_party_roles
 from ppdm.protocols.ot.bits import pack, unpack
 from ppdm.protocols.ot.extension import OTSession
 from ppdm.protocols.ot.one_of_n import one_of_n_receive, one_of_n_send
@@ -71,19 +72,6 @@ STEP_INDEX = "argmin/index"
 
 def _random_bits(n: int) -> np.ndarray:
     return unpack(np.frombuffer(secrets.token_bytes((n + 7) // 8), dtype=np.uint8), n)
-
-
-def _peer_of(net: Network, x_party: str, y_party: str) -> str:
-    if x_party == y_party:
-        raise ValueError("x_party and y_party must differ")
-    for p in (x_party, y_party):
-        if p not in net.parties:
-            raise ValueError(f"unknown party {p!r}")
-    if net.me == x_party:
-        return y_party
-    if net.me == y_party:
-        return x_party
-    raise ValueError(f"party {net.me!r} is neither the x_party nor the y_party")
 
 
 def _as_unsigned(values: np.ndarray, bits: int, signed: bool) -> np.ndarray:
@@ -252,7 +240,7 @@ def secure_ge_shares(
     signed with ``signed=True``). Returns this party's share: uint8 0/1 whose XOR with
     the peer's share is the comparison bit. Nothing is revealed.
     """
-    peer = _peer_of(net, x_party, y_party)
+    peer = check_two_party_roles(net, x_party, y_party)
     v = _as_unsigned(values, bits, signed)
     if not len(v):
         return np.zeros(0, dtype=np.uint8)
@@ -293,7 +281,7 @@ def secure_ge(
     >>> out["alice"].tolist(), out["bob"].tolist()
     ([False, True, True, False], [False, True, True, False])
     """
-    peer = _peer_of(net, x_party, y_party)
+    peer = check_two_party_roles(net, x_party, y_party)
     if reveal_to is not None and reveal_to not in (x_party, y_party):
         raise ValueError("reveal_to must be None, the x_party or the y_party")
     session = session if session is not None else OTSession(net, peer)

@@ -50,7 +50,9 @@ STEP_REVEAL = "dot/reveal"
 _RING_DTYPES = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 
 
-def _roles(net: Network, x_party: str, y_party: str) -> str:
+def check_two_party_roles(net: Network, x_party: str, y_party: str) -> str:
+    """Check that this party is one of two distinct job parties ``x_party`` and ``y_party``;
+    return the other one (shared by the two-party OT protocols)."""
     if x_party == y_party:
         raise ValueError("x_party and y_party must differ")
     for p in (x_party, y_party):
@@ -96,7 +98,7 @@ def binary_dot_product_shares(
     uint64 array of shape ``bits.shape[:-1]``; the two parties' shares add up to the
     dot products mod ``2^ring_bits`` (8, 16, 32 or 64).
     """
-    peer = _roles(net, x_party, y_party)
+    peer = check_two_party_roles(net, x_party, y_party)
     dtype = _RING_DTYPES.get(ring_bits)
     if dtype is None:
         raise ValueError("ring_bits must be 8, 16, 32 or 64")
@@ -134,7 +136,7 @@ def binary_dot_product(
     >>> int(out["alice"]), int(out["bob"])
     (3, 3)
     """
-    peer = _roles(net, x_party, y_party)
+    peer = check_two_party_roles(net, x_party, y_party)
     if reveal_to is not None and reveal_to not in (x_party, y_party):
         raise ValueError("reveal_to must be None, the x_party or the y_party")
     b = _as_bits(bits)
@@ -182,7 +184,7 @@ def secure_and_shares(
     >>> (out["a"] ^ out["b"]).tolist()
     [0, 0, 1, 0]
     """
-    peer = _roles(net, x_party, y_party)
+    peer = check_two_party_roles(net, x_party, y_party)
     b = _as_bits(bits)
     flat = b.reshape(-1)
     if net.me == x_party:

@@ -136,8 +136,12 @@ def secure_set_union(
         [encode_items(own, chunks), fake_items(_fake_count(len(own), fake_ratio, pad_to), chunks)]
     )
 
-    log.info("set union: %d items + %d fakes encoded in %.2f s", len(own),
-             len(mine) - len(own), time.perf_counter() - t0)
+    log.info(
+        "set union: %d items + %d fakes encoded in %.2f s",
+        len(own),
+        len(mine) - len(own),
+        time.perf_counter() - t0,
+    )
     # 1. Encrypt: every set visits every party once.
     net.send(nxt, f"{STEP}/encrypt", e.encrypt(shuffle_rows(mine)))
     log.info("set union: own set encrypted at %.2f s", time.perf_counter() - t0)
@@ -152,8 +156,9 @@ def secure_set_union(
             full_own = batch
         else:
             net.send(first, f"{STEP}/encrypted", batch)
-        log.info("set union: hop %d (%d items) done at %.2f s", hop, len(batch),
-                 time.perf_counter() - t0)
+        log.info(
+            "set union: hop %d (%d items) done at %.2f s", hop, len(batch), time.perf_counter() - t0
+        )
 
     # 2. Merge at the collector, 3. decrypt around the ring.
     step = f"{STEP}/decrypt"

@@ -129,13 +129,14 @@ def prosecutor_risk(
 def _population_sizes(
     release: pd.DataFrame,
     qi: Sequence[str],
+    f: np.ndarray,
     population: pd.DataFrame | None,
     population_qi: Sequence[str] | None,
     hierarchies: Hierarchies | None,
-) -> tuple[np.ndarray, np.ndarray]:
-    f = class_sizes(release, qi)
+) -> np.ndarray:
+    """``F_j`` per record given the release's own ``f_j`` (``f`` itself without a population)."""
     if population is None:
-        return f, f
+        return f
     big_f = population_class_sizes(
         release, population, qi, population_qi=population_qi, hierarchies=hierarchies
     )
@@ -147,7 +148,7 @@ def _population_sizes(
             int(short.sum()),
         )
         big_f = np.maximum(big_f, f)
-    return f, big_f
+    return big_f
 
 
 def journalist_risk(
@@ -160,7 +161,8 @@ def journalist_risk(
     threshold: float = 0.2,
 ) -> ReidentificationRisk:
     """Journalist risk: per record ``1 / F_j`` against ``population``."""
-    _, big_f = _population_sizes(release, qi, population, population_qi, hierarchies)
+    f = class_sizes(release, qi)
+    big_f = _population_sizes(release, qi, f, population, population_qi, hierarchies)
     return _summary("journalist", 1.0 / big_f, threshold)
 
 
@@ -179,8 +181,13 @@ def marketer_risk(
     >>> marketer_risk(t, ["a"])  # 3 classes / 4 records
     0.75
     """
-    f, big_f = _population_sizes(release, qi, population, population_qi, hierarchies)
-    if f.size == 0:
+    f = class_sizes(release, qi)
+    big_f = _population_sizes(release, qi, f, population, population_qi, hierarchies)
+    return _marketer(big_f)
+
+
+def _marketer(big_f: np.ndarray) -> float:
+    if big_f.size == 0:
         return 0.0
     # Per record 1 / F_j summed over the f_j records of class j gives f_j / F_j.
     return float(np.mean(1.0 / big_f))
@@ -199,25 +206,19 @@ def reidentification_risk(
     missing = [c for c in qi if c not in release.columns]
     if missing:
         raise ConfigError(f"quasi-identifiers not in the release: {', '.join(missing)}")
+    # f_j and F_j once for all three models (the population match is the costly part).
     f = class_sizes(release, qi)
+    prosecutor = _summary("prosecutor", 1.0 / f, threshold)
+    big_f = _population_sizes(release, qi, f, population, population_qi, hierarchies)
     out: dict[str, object] = {
         "records": len(release),
         "equivalence_classes": len(np.unique(_group(as_frame_labels(release, list(qi)))[0]))
         if len(release)
         else 0,
         "smallest_class": int(f.min()) if f.size else 0,
-        "prosecutor": prosecutor_risk(release, qi, threshold=threshold).to_dict(),
-        "journalist": journalist_risk(
-            release,
-            qi,
-            population=population,
-            population_qi=population_qi,
-            hierarchies=hierarchies,
-            threshold=threshold,
-        ).to_dict(),
-        "marketer": marketer_risk(
-            release, qi, population=population, population_qi=population_qi, hierarchies=hierarchies
-        ),
+        "prosecutor": prosecutor.to_dict(),
+        "journalist": _summary("journalist", 1.0 / big_f, threshold).to_dict(),
+        "marketer": _marketer(big_f),
         "population_given": population is not None,
     }
     return out

@@ -61,12 +61,13 @@ import numpy as np
 from ppdm.errors import ProtocolError
 from ppdm.parties.network import Network
 from ppdm.protocols.ot.base import (
+    _check_length,
     base_ot_receive_random,
     base_ot_send_random,
     check_choices,
 )
 from ppdm.protocols.ot.bits import pack, transpose_bits, unpack
-from ppdm.protocols.ot.crhash import AESCTRStream, make_tweaks, tccr_expand, tccr_hash
+from ppdm.protocols.ot.crhash import AESCTRStream, tccr_expand
 
 __all__ = ["DEFAULT_CHUNK", "KAPPA", "IKNPReceiver", "IKNPSender", "OTSession"]
 
@@ -131,12 +132,6 @@ def _check_delta(delta: np.ndarray) -> np.ndarray:
 
 def _check_bits(bits: np.ndarray) -> np.ndarray:
     return check_choices(np.asarray(bits))
-
-
-def _check_length(length: int) -> int:
-    if isinstance(length, bool) or not isinstance(length, int | np.integer) or length < 1:
-        raise ValueError("message length must be a positive number of bytes")
-    return int(length)
 
 
 class IKNPSender:
@@ -207,9 +202,6 @@ class IKNPSender:
         return start, transpose_bits(g)[:n]
 
     def _hash_pair(self, q: np.ndarray, start: int, nbytes: int) -> tuple[np.ndarray, np.ndarray]:
-        if nbytes == 16:
-            tw = make_tweaks(start, len(q), self._session)
-            return tccr_hash(q, tw), tccr_hash(q ^ self._s_row, tw)
         h0 = tccr_expand(q, start=start, session=self._session, nbytes=nbytes)
         h1 = tccr_expand(q ^ self._s_row, start=start, session=self._session, nbytes=nbytes)
         return h0, h1
@@ -355,8 +347,6 @@ class IKNPReceiver:
         return start, transpose_bits(t)[:n]
 
     def _hash(self, t: np.ndarray, start: int, nbytes: int) -> np.ndarray:
-        if nbytes == 16:
-            return tccr_hash(t, make_tweaks(start, len(t), self._session))
         return tccr_expand(t, start=start, session=self._session, nbytes=nbytes)
 
     def _correction(self, expect_dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:

@@ -45,7 +45,7 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -151,6 +151,19 @@ class FixedBaseTable:
     def random_powers(self, count: int) -> list[Any]:
         """``count`` powers ``base^alpha`` for independent uniform ``alpha`` of
         ``exponent_bits`` bits (from ``os.urandom``)."""
+        m = self.modulus
+        out = []
+        for digits in self._random_digits(count):
+            acc = None
+            for row, d in zip(self.rows, digits, strict=False):
+                if d:
+                    acc = row[d] if acc is None else acc * row[d] % m
+            out.append(mpz(1) if acc is None else acc)
+        return out
+
+    def _random_digits(self, count: int) -> Iterator[Iterable[int]]:
+        """The base-``2^window`` digits (one per row) of ``count`` independent uniform
+        exponents of ``exponent_bits`` bits, drawn from ``os.urandom`` in one call."""
         nbytes = (self.exponent_bits + 7) // 8
         top = self.exponent_bits % 8
         raw = bytearray(os.urandom(nbytes * count))
@@ -158,20 +171,14 @@ class FixedBaseTable:
             mask = (1 << top) - 1
             for i in range(nbytes - 1, len(raw), nbytes):
                 raw[i] &= mask
-        m = self.modulus
-        out = []
-        if self.window == 8:
-            rows = self.rows
-            for i in range(0, len(raw), nbytes):
-                acc = None
-                for row, d in zip(rows, raw[i : i + nbytes], strict=False):
-                    if d:
-                        acc = row[d] if acc is None else acc * row[d] % m
-                out.append(mpz(1) if acc is None else acc)
-            return out
+        w, mask, rows = self.window, self.mask, len(self.rows)
         for i in range(0, len(raw), nbytes):
-            out.append(self.pow(int.from_bytes(raw[i : i + nbytes], "little")))
-        return out
+            chunk = raw[i : i + nbytes]
+            if w == 8:
+                yield chunk
+            else:
+                e = int.from_bytes(chunk, "little")
+                yield [(e >> (w * j)) & mask for j in range(rows)]
 
 
 def _derive_h(n: Any) -> Any:
@@ -346,13 +353,7 @@ class PaillierPublicKey:
         self, plaintexts: Sequence[int] | np.ndarray, *, workers: int | None = None
     ) -> list[Any]:
         """Encrypt residues in ``[0, n)``; ``workers > 1`` uses a process pool."""
-        ms = [self._check_plaintext(m) for m in _as_list(plaintexts)]
-        if workers is not None and workers > 1 and len(ms) >= 2 * _POOL_MIN_CHUNK:
-            from ppdm.protocols.paillier.pool import parallel_encrypt
-
-            return parallel_encrypt(self, None, ms, workers)
-        masks = self.random_masks(len(ms))
-        return [self._apply(m, r) for m, r in zip(ms, masks, strict=True)]
+        return _encrypt_residues(self, None, plaintexts, workers)
 
     def encrypt(self, value: int) -> Any:
         """Encrypt a signed integer (``OverflowError`` beyond ``n // 3 - 1``)."""
@@ -589,23 +590,10 @@ class PaillierPrivateKey:
         ``q^2`` and joined by the CRT (same distribution as the public path)."""
         tp, tq, q2inv = self._tables
         p2, q2 = self.psquare, self.qsquare
-        rows_p, rows_q = tp.rows, tq.rows
-        nbytes = (tp.exponent_bits + 7) // 8
-        top = tp.exponent_bits % 8
-        raw = bytearray(os.urandom(nbytes * count))
-        if top:
-            for i in range(nbytes - 1, len(raw), nbytes):
-                raw[i] &= (1 << top) - 1
         out = []
-        for i in range(0, len(raw), nbytes):
-            chunk = raw[i : i + nbytes]
-            if tp.window == 8:
-                digits: Iterable[int] = chunk
-            else:
-                e = int.from_bytes(chunk, "little")
-                digits = [(e >> (tp.window * j)) & tp.mask for j in range(len(rows_p))]
+        for digits in tp._random_digits(count):
             ap = aq = mpz(1)
-            for rp, rq, d in zip(rows_p, rows_q, digits, strict=False):
+            for rp, rq, d in zip(tp.rows, tq.rows, digits, strict=False):
                 if d:
                     ap = ap * rp[d] % p2
                     aq = aq * rq[d] % q2
@@ -616,14 +604,7 @@ class PaillierPrivateKey:
         self, plaintexts: Sequence[int] | np.ndarray, *, workers: int | None = None
     ) -> list[Any]:
         """Key-owner encryption of residues in ``[0, n)`` (CRT tables)."""
-        pk = self.public_key
-        ms = [pk._check_plaintext(m) for m in _as_list(plaintexts)]
-        if workers is not None and workers > 1 and len(ms) >= 2 * _POOL_MIN_CHUNK:
-            from ppdm.protocols.paillier.pool import parallel_encrypt
-
-            return parallel_encrypt(pk, self, ms, workers)
-        masks = self.random_masks(len(ms))
-        return [pk._apply(m, r) for m, r in zip(ms, masks, strict=True)]
+        return _encrypt_residues(self.public_key, self, plaintexts, workers)
 
     def encrypt(self, value: int) -> Any:
         """Key-owner encryption of a signed integer."""
@@ -640,6 +621,23 @@ class PaillierPrivateKey:
 
 
 _POOL_MIN_CHUNK = 256
+
+
+def _encrypt_residues(
+    pub: PaillierPublicKey,
+    priv: PaillierPrivateKey | None,
+    plaintexts: Sequence[int] | np.ndarray,
+    workers: int | None,
+) -> list[Any]:
+    """Encrypt residues in ``[0, n)`` with ``priv``'s CRT masks if given, else ``pub``'s;
+    ``workers > 1`` uses a process pool for big batches."""
+    ms = [pub._check_plaintext(m) for m in _as_list(plaintexts)]
+    if workers is not None and workers > 1 and len(ms) >= 2 * _POOL_MIN_CHUNK:
+        from ppdm.protocols.paillier.pool import parallel_encrypt
+
+        return parallel_encrypt(pub, priv, ms, workers)
+    masks = (priv if priv is not None else pub).random_masks(len(ms))
+    return [pub._apply(m, r) for m, r in zip(ms, masks, strict=True)]
 
 
 def _as_list(values: Sequence[int] | np.ndarray) -> list[Any]:
