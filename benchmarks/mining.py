@@ -374,10 +374,18 @@ def main() -> None:
             assoc_rows(report, fimi, tmp, quick, None)
             kmeans_rows(report, tmp, n_records, None)
         else:
-            from ppdm.parties.testbed import GrpcTestbed
+            from ppdm.service.policy import OPEN_POLICY_TOML
+            from ppdm.service.testbed import GrpcTestbed
 
+            # Benchmark data, not private data: the open policy lets the two-party
+            # vertical rows and reveal_counts run (a real owner opts in per job).
             bed = GrpcTestbed(
-                PARTIES, tmp / "bed", timeout=300, max_message_bytes=64 << 20, log_level="WARNING"
+                PARTIES,
+                tmp / "bed",
+                timeout=300,
+                max_message_bytes=64 << 20,
+                log_level="WARNING",
+                policy=OPEN_POLICY_TOML,
             )
             for key, out in outs.items():
                 manifest = _manifest(out)

@@ -210,7 +210,7 @@ def main() -> None:
 
     if not args.no_grpc:
         from ppdm.jobs.paillier import generated_input
-        from ppdm.parties.testbed import GrpcTestbed
+        from ppdm.service.testbed import GrpcTestbed
 
         with (
             tempfile.TemporaryDirectory() as tmp,

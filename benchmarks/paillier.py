@@ -109,7 +109,7 @@ def main() -> None:
     )
 
     if not args.no_grpc:
-        from ppdm.parties.testbed import GrpcTestbed
+        from ppdm.service.testbed import GrpcTestbed
 
         x = generated_input("alice", 11, dot_len, 1)
         y = generated_input("bob", 11, dot_len, 1)

@@ -70,7 +70,7 @@ def in_process(job: str, n: int) -> tuple[float, dict]:
 
 
 def over_grpc(job: str, n: int) -> tuple[float, dict]:
-    from ppdm.parties.testbed import GrpcTestbed
+    from ppdm.service.testbed import GrpcTestbed
 
     with (
         tempfile.TemporaryDirectory() as tmp,

@@ -13,6 +13,7 @@ from ppdm.parties.consortium import (
     load_consortium,
     load_settings,
 )
+from ppdm.service.policy import DEFAULT_POLICY_TOML
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -81,10 +82,15 @@ def _init(args: argparse.Namespace) -> int:
         sample_inputs=not args.no_sample_inputs,
         keep_ca_key=args.keep_ca_key,
         overwrite=args.force,
+        policy_text=DEFAULT_POLICY_TOML,
     )
     print(f"wrote consortium {args.name!r} with parties {', '.join(parties)} to {path.parent}")
     for p in parties:
         print(f"  ppdm party serve {path.parent / (p + '.toml')}")
+    print(
+        "each party's data-owner policy is in PARTY.policy.toml (the safe default; "
+        "see docs/governance.md)"
+    )
     return 0
 
 

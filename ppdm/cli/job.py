@@ -28,23 +28,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "docs/jobs.md) on stdout; exit code 0 if every party succeeded, 1 if not."
         ),
     )
-    run.add_argument("name", help="job name (see `ppdm job list`)")
-    run.add_argument("--settings", required=True, help="your party's settings file")
-    run.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="job parameter; VALUE is read as JSON if it parses, else as a string",
-    )
+    add_job_arguments(run)
     run.add_argument(
         "--timeout", type=float, default=None, help="timeout of each receive (seconds)"
     )
     run.add_argument(
         "--deadline", type=float, default=None, help="give up waiting after this many seconds"
-    )
-    run.add_argument(
-        "--parties", default=None, help="comma-separated job members (default: everyone)"
     )
     run.add_argument(
         "--output", default=None, help="also write the document here (only if it succeeded)"
@@ -58,6 +47,50 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     st.add_argument("job_id")
     st.add_argument("--settings", required=True, help="your party's settings file")
     st.set_defaults(handler=_status)
+
+    pend = sub.add_parser(
+        "pending",
+        help="list the jobs waiting for your approval at your own node",
+        description=(
+            "Jobs your node holds because your policy requires your consent "
+            "(docs/governance.md): initiator, parties, parameters, what your party would "
+            "disclose, and when each expires."
+        ),
+    )
+    pend.add_argument("--settings", required=True, help="your party's settings file")
+    pend.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    pend.set_defaults(handler=_pending)
+
+    for verb, text in (
+        ("approve", "approve a pending job at your own node (it then runs when all agree)"),
+        ("reject", "reject a pending job at your own node (it ends at every party)"),
+    ):
+        cmd = sub.add_parser(verb, help=text, description=text)
+        cmd.add_argument("job_id")
+        cmd.add_argument("--settings", required=True, help="your party's settings file")
+        cmd.add_argument(
+            "--reason",
+            default="",
+            help="a reason the initiator sees (do not put private data here)",
+        )
+        cmd.set_defaults(handler=_decide, approve=verb == "approve")
+
+
+def add_job_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments that name a job and its request: NAME, --settings, --param, --parties
+    (``ppdm job run`` and ``ppdm policy check``)."""
+    parser.add_argument("name", help="job name (see `ppdm job list`)")
+    parser.add_argument("--settings", required=True, help="your party's settings file")
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="job parameter; VALUE is read as JSON if it parses, else as a string",
+    )
+    parser.add_argument(
+        "--parties", default=None, help="comma-separated job members (default: everyone)"
+    )
 
 
 def parse_params(items: list[str]) -> dict[str, Any]:
@@ -76,7 +109,7 @@ def parse_params(items: list[str]) -> dict[str, Any]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ppdm.parties.node import run_job
+    from ppdm.service.client import run_job
 
     settings = load_settings(args.settings)
     params = parse_params(args.param)
@@ -85,7 +118,12 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError("--timeout must be positive")
     if args.deadline is not None and args.deadline <= 0:
         raise ConfigError("--deadline must be positive")
-    parties = [p.strip() for p in args.parties.split(",")] if args.parties else None
+    parties = None
+    if args.parties is not None:
+        parties = [p.strip() for p in args.parties.split(",") if p.strip()]
+        if not parties:
+            raise ConfigError("--parties must name at least one party")
+        settings.consortium.order(parties)  # names outside the roster: one-line error
     if args.output is not None and not Path(args.output).parent.exists():
         raise ConfigError(f"--output folder {Path(args.output).parent} does not exist")
     doc = run_job(
@@ -95,9 +133,13 @@ def _run(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         parties=parties,
         deadline=args.deadline,
+        on_wait=_Waiting(),
     )
     text = json.dumps(doc, indent=2)
     print(text)
+    if doc["state"] == "refused":
+        print(f"ppdm: job {doc['job_id']} refused: {doc['error']}", file=sys.stderr)
+        return 1
     if doc["state"] != "succeeded":
         print(f"ppdm: job {doc['job_id']} failed: {doc['error']}", file=sys.stderr)
         return 1
@@ -112,9 +154,60 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Waiting:
+    """Tell the user (on stderr, every few seconds) whose approval the job waits for."""
+
+    def __init__(self) -> None:
+        self._last: tuple[tuple[str, ...], int] | None = None
+
+    def __call__(self, parties: list[str], waited: float) -> None:
+        key = (tuple(parties), int(waited // 5))
+        if key != self._last:
+            self._last = key
+            print(
+                f"ppdm: waiting {waited:.0f} s for approval by {', '.join(parties)} "
+                "(their owners run `ppdm job approve ID`)",
+                file=sys.stderr,
+            )
+
+
 def _status(args: argparse.Namespace) -> int:
-    from ppdm.parties.node import job_status
+    from ppdm.service.client import job_status
 
     settings = load_settings(args.settings)
-    write_json(job_status(settings, args.job_id), None)
+    report = job_status(settings, args.job_id)
+    write_json(report, None)
+    if all(r["state"] == "unknown" for r in report.values()):
+        print(f"ppdm: no node knows job {args.job_id!r}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _pending(args: argparse.Namespace) -> int:
+    from ppdm.service.client import pending_jobs
+
+    settings = load_settings(args.settings)
+    jobs = pending_jobs(settings)
+    if args.json:
+        write_json(jobs, None)
+        return 0
+    if not jobs:
+        print("no job is waiting for your approval")
+        return 0
+    for j in jobs:
+        print(
+            f"{j['job_id']}  {j['protocol']}  from {j['initiator']}  with "
+            f"{', '.join(j['parties'])}  (expires in {j['expires_in_s']:.0f} s)"
+        )
+        print(f"    parameters: {json.dumps(j['params'])}")
+        print(f"    you would disclose: {j['leakage']}")
+    return 0
+
+
+def _decide(args: argparse.Namespace) -> int:
+    from ppdm.service.client import decide_job
+
+    settings = load_settings(args.settings)
+    record = decide_job(settings, args.job_id, approve=args.approve, reason=args.reason)
+    print(f"job {args.job_id}: {record['state']}")
     return 0

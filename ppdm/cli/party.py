@@ -19,7 +19,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="run this party's node (mutual TLS) until SIGINT/SIGTERM",
         description=(
             "Run the node of the party whose settings file is given: it serves jobs started "
-            "by any consortium member, on its own private inputs. Logs go to stderr."
+            "by consortium members, on its own private inputs, as far as the owner's policy "
+            "([node] policy in the settings; docs/governance.md) allows. The policy is "
+            "checked at start and re-read when it changes or on SIGHUP. Logs go to stderr."
         ),
     )
     serve.add_argument("settings", help="the party's settings file (e.g. DIR/alice.toml)")
@@ -42,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from ppdm.parties.node import serve
+    from ppdm.service.node import serve
 
     logging.getLogger("ppdm").setLevel(args.node_log_level)
     settings = load_settings(args.settings)
@@ -50,7 +52,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _health(args: argparse.Namespace) -> int:
-    from ppdm.parties.node import health
+    from ppdm.service.client import health
 
     settings = load_settings(args.settings)
     report = health(settings, timeout=args.timeout)

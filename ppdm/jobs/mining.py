@@ -533,6 +533,7 @@ KMEANS_DEFAULTS: dict[str, Any] = {
     "data": "records",
     "include_labels": False,
     "report_local": False,
+    "min_cluster_size": 0,
 }
 
 
@@ -604,6 +605,7 @@ def run_kmeans(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> di
                 max_iter=opts["max_iter"],
                 tol=opts["tol"],
                 fraction_bits=opts["fraction_bits"],
+                min_cluster_size=opts["min_cluster_size"],
                 progress=ctx.progress,
             )
         except (ValueError, OverflowError) as exc:
@@ -676,6 +678,7 @@ def _vertical(
             seed=opts["seed"],
             max_iter=opts["max_iter"],
             tol=opts["tol"],
+            min_cluster_size=opts["min_cluster_size"],
             progress=ctx.progress,
         )
     except (ValueError, OverflowError) as exc:
@@ -749,6 +752,7 @@ def check_params(job: str, params: Mapping[str, Any]) -> dict[str, Any]:
         "sep": _separator(merged),
         "data": _data_key(merged),
         "include_labels": _flag(merged, "include_labels"),
+        "min_cluster_size": _integer(merged, "min_cluster_size", low=0),
         "report_local": _flag(merged, "report_local"),
     }
 

@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ppdm.errors import ProtocolError
+from ppdm.errors import AggregationTooSmall, ProtocolError
 from ppdm.mining import fixed_point
 from ppdm.parties.network import Network
 from ppdm.progress import Progress, progress_or_null
@@ -161,6 +161,17 @@ def _init_kmeanspp(net: Network, x: np.ndarray, k: int, seed: int) -> np.ndarray
     return np.array(centers)
 
 
+def _check_sizes(sizes: np.ndarray, minimum: int, iteration: int) -> None:
+    """Stop (at every party alike: the sizes are public to all) if a non-empty cluster
+    holds fewer than ``minimum`` records. The message names the iteration only."""
+    small = (sizes > 0) & (sizes < minimum)
+    if np.any(small):
+        raise AggregationTooSmall(
+            f"iteration {iteration}: a cluster holds fewer than min_cluster_size = {minimum} "
+            "records; its centre is not released"
+        )
+
+
 def horizontal_kmeans(
     net: Network,
     x: np.ndarray,
@@ -171,6 +182,7 @@ def horizontal_kmeans(
     max_iter: int = 300,
     tol: float = 0.0,
     fraction_bits: int = 32,
+    min_cluster_size: int = 0,
     progress: Progress | None = None,
 ) -> KMeansResult:
     """Lloyd's k-means on the union of the parties' records (module docstring).
@@ -191,6 +203,12 @@ def horizontal_kmeans(
         scikit-learn; ``0`` stops only when no assignment changes).
     fraction_bits
         Fixed-point precision of the secure sums.
+    min_cluster_size
+        A minimum aggregation size (``0``: off). When positive, every iteration reveals
+        the cluster sizes first, by their own secure sum, and stops at every party with
+        :class:`~ppdm.errors.AggregationTooSmall` -- before any sum over the clusters is
+        computed -- if a non-empty cluster holds fewer records. Costs one more secure sum
+        per iteration.
     """
     x = np.asarray(x, dtype=np.float64)
     if x.ndim != 2:
@@ -241,10 +259,20 @@ def horizontal_kmeans(
         counts = np.bincount(labels, minlength=k).astype(np.int64)
         changed = len(x) if labels_prev is None else int(np.count_nonzero(labels != labels_prev))
         enc = fixed_point.encode(sums.ravel(), fraction_bits=fraction_bits, parties=n_parties)
-        total = secure_sum(
-            net.scoped(f"kmeans/iter{it}"),
-            np.concatenate([enc, counts, [changed]]).astype(np.int64),
-        )
+        if min_cluster_size > 0:
+            sizes = secure_sum(
+                net.scoped(f"kmeans/iter{it}/sizes"),
+                np.concatenate([counts, [changed]]).astype(np.int64),
+            )
+            _check_sizes(sizes[:k], min_cluster_size, it)
+            total = np.concatenate(
+                [secure_sum(net.scoped(f"kmeans/iter{it}"), enc.astype(np.int64)), sizes]
+            )
+        else:
+            total = secure_sum(
+                net.scoped(f"kmeans/iter{it}"),
+                np.concatenate([enc, counts, [changed]]).astype(np.int64),
+            )
         g_sums = fixed_point.decode(total[: k * d], fraction_bits=fraction_bits).reshape(k, d)
         g_counts = total[k * d : k * d + k]
         g_changed = int(total[-1])
@@ -319,6 +347,7 @@ def vertical_kmeans(
     seed: int = 0,
     max_iter: int = 300,
     tol: float = 0.0,
+    min_cluster_size: int = 0,
     progress: Progress | None = None,
 ) -> KMeansResult:
     """Lloyd's k-means over vertically partitioned records (Vaidya & Clifton, KDD 2003,
@@ -435,6 +464,10 @@ def vertical_kmeans(
         sub = net.scoped(f"vkmeans/iter{it}")
         labels = secure_assign(sub, centers)
         counts = np.bincount(labels, minlength=k)
+        if min_cluster_size > 0:
+            # The labels are public to the parties; stop before any centre over a small
+            # cluster is computed (and released in the result).
+            _check_sizes(counts, min_cluster_size, it)
         sums = np.zeros_like(centers)
         np.add.at(sums, labels, x)
         new_centers = centers.copy()
@@ -463,4 +496,6 @@ def vertical_kmeans(
         # Stopped by tol or max_iter: the labels belong to the previous centers; assign
         # the records to the final centers (as the horizontal version and sklearn do).
         labels = secure_assign(net.scoped("vkmeans/final"), centers)
+        if min_cluster_size > 0:
+            _check_sizes(np.bincount(labels, minlength=k), min_cluster_size, it + 1)
     return KMeansResult(centers, labels, it, float("nan"), converged, history)

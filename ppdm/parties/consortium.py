@@ -40,6 +40,9 @@ Settings file::
     listen = "127.0.0.1:50051"          # default: the roster address
     job_timeout_s = 60.0                # default receive timeout of jobs
     max_workers = 64                    # gRPC server threads
+    policy = "alice.policy.toml"        # the owner's policy (docs/governance.md);
+                                        # none: the default policy applies
+    state_dir = "state/alice"           # ledger and job records (default)
 
     [inputs]
     secure_sum = 417
@@ -612,11 +615,15 @@ def init_consortium(
     overwrite: bool = False,
     ports: Sequence[int] | None = None,
     rng: int | RandomSource | None = None,
+    policy_text: str | None = None,
 ) -> Path:
     """Write a ready-to-run consortium for ``parties`` on one host; returns its file.
 
     Files written under ``out``: ``consortium.toml``, ``ca.crt``, ``certs/<party>.crt``,
-    ``private/<party>.key`` (mode 0600) and ``<party>.toml`` (settings). Party ``i``
+    ``private/<party>.key`` (mode 0600), ``<party>.toml`` (settings) and, with
+    ``policy_text``, ``<party>.policy.toml`` (the owner's policy, which the settings'
+    ``[node] policy`` then names; ``ppdm consortium init`` passes the default policy of
+    :mod:`ppdm.service.policy`, see ``docs/governance.md``). Party ``i``
     listens on ``host:base_port + i`` (or ``ports[i]``). With ``sample_inputs`` each
     party's settings get a sample private ``secure_sum`` input in ``[0, 1000)``, so a
     fresh testbed can run ``ppdm job run secure-sum`` at once. The CA's private key is
@@ -661,11 +668,14 @@ def init_consortium(
         _write_private(out / "private" / f"{party}.key", _key_pem(key))
         address = f"[{host}]:{ports[i]}" if ":" in host else f"{host}:{ports[i]}"
         roster.append({"name": party, "address": address, "certificate": f"certs/{party}.crt"})
+        node: dict[str, Any] = {"listen": address, "job_timeout_s": float(job_timeout_s)}
+        if policy_text is not None:
+            node["policy"] = f"{party}.policy.toml"
         settings: dict[str, Any] = {
             "party": party,
             "consortium": "consortium.toml",
             "tls": {"certificate": f"certs/{party}.crt", "private_key": f"private/{party}.key"},
-            "node": {"listen": address, "job_timeout_s": float(job_timeout_s)},
+            "node": node,
             "inputs": {"secure_sum": int(samples[i])} if samples is not None else {},
             "data": {},
         }
@@ -677,6 +687,8 @@ def init_consortium(
             ),
         )
         _write_private(out / f"{party}.toml", text.encode())
+        if policy_text is not None:
+            _write_private(out / f"{party}.policy.toml", policy_text.encode())
     doc = {
         "consortium": {
             "name": name,

@@ -1,6 +1,6 @@
 """The gRPC transport of the party network: mutual TLS, identity from the roster, framing.
 
-Every party runs a node (:mod:`ppdm.parties.node`) serving the ``ppdm.v1.Party`` service
+Every party runs a node (:mod:`ppdm.service.node`, the job service above this layer) serving the ``ppdm.v1.Party`` service
 on its roster address. This module is what moves a job's envelopes between nodes:
 
 - **Channels and credentials.** Both sides of every connection present a certificate

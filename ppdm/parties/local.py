@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from ppdm.errors import PartyFailure, PPDMError
+from ppdm.errors import PartyFailure, PPDMError, PublicError
 from ppdm.parties.network import DEFAULT_TIMEOUT, Endpoint, Network
 
 __all__ = ["LocalNetwork", "Simulation", "run_local", "simulate"]
@@ -110,7 +110,10 @@ def simulate(
         except BaseException as exc:
             with lock:
                 errors.append((time.perf_counter(), party, exc))
-            ep.abort(f"{type(exc).__name__}: {exc}")
+            # Only the public form crosses to the other parties; the exception itself is
+            # re-raised below to the caller, who runs every party of the simulation.
+            public = PublicError.of(exc, party)
+            ep.abort(public.text(), code=public.code, party=public.party, step=public.step)
 
     t0 = time.perf_counter()
     threads = [

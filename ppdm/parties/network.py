@@ -25,7 +25,7 @@ from typing import Any
 
 from google.protobuf.message import DecodeError as _PbDecodeError
 
-from ppdm.errors import PartyFailure, ProtocolError
+from ppdm.errors import ERROR_CODES, PartyFailure, ProtocolError
 from ppdm.parties.codec import DecodeError, decode, encode
 from ppdm.parties.metrics import CostMeter
 from ppdm.proto.ppdm.v1 import envelope_pb2 as env_pb
@@ -79,8 +79,11 @@ class Network(ABC):
         """
 
     @abstractmethod
-    def abort(self, reason: str) -> None:
-        """Give up on the job and tell every other party why."""
+    def abort(
+        self, reason: str, *, code: str = "party_failure", party: str = "", step: str = ""
+    ) -> None:
+        """Give up on the job and tell every other party (a public ``reason`` and one of
+        the codes of :data:`ppdm.errors.ERROR_CODES`)."""
 
     # Derived operations -------------------------------------------------------------
 
@@ -167,8 +170,10 @@ class ScopedNetwork(Network):
     ) -> Any:
         return self._base.receive(frm, self._tag(step), expect=expect, timeout=timeout)
 
-    def abort(self, reason: str) -> None:
-        self._base.abort(reason)
+    def abort(
+        self, reason: str, *, code: str = "party_failure", party: str = "", step: str = ""
+    ) -> None:
+        self._base.abort(reason, code=code, party=party, step=step)
 
 
 class Endpoint(Network):
@@ -201,6 +206,8 @@ class Endpoint(Network):
         self._seq_in: dict[str, int] = {}
         self._poisoned: dict[str, str] = {}  # sender -> reason its traffic is unusable
         self._aborted: tuple[str, str] | None = None  # (party, reason)
+        self._abort_code = "party_failure"  # the code a peer's Abort carried
+        self._abort_blame = ("", "")  # the party and step that Abort held responsible
         self._send_lock = threading.Lock()
         self._closed = False
 
@@ -257,8 +264,15 @@ class Endpoint(Network):
             self._transmit(to, data)
         self._metrics.sent(step, len(data), started)
 
-    def abort(self, reason: str) -> None:
-        """Tell every other party this one gives up (best effort), then close."""
+    def abort(
+        self, reason: str, *, code: str = "party_failure", party: str = "", step: str = ""
+    ) -> None:
+        """Tell every other party this one gives up (best effort), then close.
+
+        ``reason`` and ``code`` travel to every peer as they are: callers at a trust
+        boundary (the node, :func:`ppdm.parties.local.simulate`) pass the fixed public
+        text of :class:`ppdm.errors.PublicError`, never an exception's message.
+        """
         with self._cond:
             if self._closed:
                 return
@@ -278,7 +292,12 @@ class Endpoint(Network):
                         sender=self._me,
                         recipient=p,
                         seq=seq,
-                        abort=env_pb.Abort(reason=reason[:2000]),
+                        abort=env_pb.Abort(
+                            reason=reason[:2000],
+                            code=code[:64],
+                            party=party[:128],
+                            step=step[:256],
+                        ),
                     )
                     self._transmit(p, env.SerializeToString())
             except Exception:
@@ -332,7 +351,14 @@ class Endpoint(Network):
             self._seq_in[origin] = expected
             if envelope.WhichOneof("body") == "abort":
                 if self._aborted is None:
-                    self._aborted = (origin, envelope.abort.reason or "aborted")
+                    self._aborted = (origin, envelope.abort.reason[:2000] or "aborted")
+                    code = envelope.abort.code
+                    self._abort_code = code if code in ERROR_CODES else "party_failure"
+                    blamed = envelope.abort.party
+                    self._abort_blame = (
+                        blamed if blamed in self._parties else origin,
+                        envelope.abort.step[:256],
+                    )
             else:
                 key = (origin, envelope.step)
                 self._queues.setdefault(key, deque()).append((len(data), envelope))
@@ -350,7 +376,14 @@ class Endpoint(Network):
             who, reason = self._aborted
             if who == self._me and self._closed:
                 raise PartyFailure(who, step, f"this party aborted the job: {reason}")
-            raise PartyFailure(who, step, reason)
+            raise PartyFailure(
+                who,
+                step,
+                reason,
+                code=self._abort_code,
+                blamed=self._abort_blame[0],
+                blamed_step=self._abort_blame[1] or step,
+            )
 
     def receive(
         self,

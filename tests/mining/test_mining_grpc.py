@@ -31,7 +31,7 @@ K = 3
 def bed(tmp_path_factory, fimi_dir):
     """A running 3-party testbed whose parties hold the four partitions; yields
     ``(bed, files)`` where ``files[key]`` is the partition folder."""
-    from ppdm.parties.testbed import GrpcTestbed
+    from ppdm.service.testbed import GrpcTestbed
 
     root = tmp_path_factory.mktemp("mining-grpc")
     lines = (fimi_dir / "mushroom.dat").read_text().splitlines()[::20]  # 407 baskets
@@ -40,7 +40,14 @@ def bed(tmp_path_factory, fimi_dir):
     centers = rng.normal(0, 6, size=(K, 4))
     x = np.vstack([c + rng.normal(0, 1, size=(80, 4)) for c in centers])
     pd.DataFrame(x, columns=["w", "x", "y", "z"]).to_csv(root / "blobs.csv", index=False)
-    testbed = GrpcTestbed(PARTIES, root / "bed", timeout=60)
+    # The owners opt in to what these tests use beyond the default policy: two-party
+    # vertical rules, and k-means labels and local statistics in the results.
+    policy = (
+        "version = 1\n[jobs.assoc]\nmin_parties = 2\n[jobs.kmeans.params]\n"
+        "include_labels = { values = [false, true] }\n"
+        "report_local = { values = [false, true] }\n"
+    )
+    testbed = GrpcTestbed(PARTIES, root / "bed", timeout=60, policy=policy)
     files = {}
     for key, source, mode, names in [
         ("baskets_h", "baskets.dat", "horizontal", PARTIES),

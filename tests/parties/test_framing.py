@@ -14,8 +14,8 @@ from ppdm.parties.grpc_net import (
     parse_frame,
     split_envelope,
 )
-from ppdm.parties.node import from_struct, to_struct
 from ppdm.proto.ppdm.v1 import envelope_pb2 as env_pb
+from ppdm.service.node import from_struct, to_struct
 
 
 def frames_of(envelopes: list[bytes], chunk: int, job_id: str = "job") -> list[env_pb.Frame]:

@@ -3,6 +3,7 @@ let in, what a node accepts, malformed streams, early frames, dead peers, jobs."
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -13,11 +14,13 @@ from cryptography.hazmat.primitives import serialization
 from ppdm.errors import PartyFailure, ProtocolError
 from ppdm.parties.consortium import generate_ca, issue_certificate
 from ppdm.parties.grpc_net import PeerStream, split_envelope
-from ppdm.parties.node import from_struct, run_job, to_struct
-from ppdm.parties.testbed import LoopbackConsortium
 from ppdm.proto.ppdm.v1 import envelope_pb2 as env_pb
 from ppdm.proto.ppdm.v1 import party_pb2 as pb
 from ppdm.proto.ppdm.v1 import party_pb2_grpc
+from ppdm.service.client import run_job
+from ppdm.service.node import from_struct, to_struct
+from ppdm.service.policy import OPEN_POLICY_TOML
+from ppdm.service.testbed import LoopbackConsortium
 
 PARTIES = ("alice", "bob", "carol")
 
@@ -127,9 +130,26 @@ def test_another_party_cannot_start_a_job_in_its_name(bed):
             timeout_s=5,
         )
         with pytest.raises(grpc.RpcError) as info:
-            stub.StartJob(request, timeout=5)
+            stub.ProposeJob(request, timeout=5)
         assert info.value.code() == grpc.StatusCode.PERMISSION_DENIED
         assert "on behalf of 'carol'" in info.value.details()
+        # Nor start or cancel a job another party proposed, nor one never proposed.
+        alice = bed.settings["alice"]
+        own_ch, own = raw_stub(bed, "alice", key=alice.private_key_pem, cert=alice.certificate_pem)
+        try:
+            request.initiator = "alice"
+            request.job_id = "alice-proposes"
+            assert own.ProposeJob(request, timeout=5).decision == pb.DECISION_ACCEPTED
+        finally:
+            own_ch.close()
+        for call, job_id, code in (
+            (stub.StartJob, "alice-proposes", grpc.StatusCode.PERMISSION_DENIED),
+            (stub.CancelJob, "alice-proposes", grpc.StatusCode.PERMISSION_DENIED),
+            (stub.StartJob, "never-proposed", grpc.StatusCode.NOT_FOUND),
+        ):
+            with pytest.raises(grpc.RpcError) as info:
+                call(pb.JobRef(job_id=job_id), timeout=5)
+            assert info.value.code() == code
     finally:
         channel.close()
 
@@ -160,7 +180,7 @@ def test_bad_job_requests_are_refused(bed, change, code, message):
         }
         fields.update(change)
         with pytest.raises(grpc.RpcError) as info:
-            stub.StartJob(pb.JobRequest(**fields), timeout=5)
+            stub.ProposeJob(pb.JobRequest(**fields), timeout=5)
         assert info.value.code() == code
         assert message in info.value.details()
     finally:
@@ -295,10 +315,12 @@ def test_run_job_collects_every_party_and_the_nodes_survive_a_failed_job(bed):
     assert doc["state"] == "succeeded", doc["error"]
     assert {r["result"]["sum"] for r in doc["parties"].values()} == {sum(inputs.values())}
     assert doc["initiator"] == "bob" and doc["schema"] == "ppdm.job/1"
-    # modulus 2 cannot hold the sum's signed range: every party fails, naming a reason.
+    # modulus 1 cannot hold anything: every node's input check refuses before anything
+    # runs (first alice), the others are cancelled, and no input value is quoted.
     bad = run_job(bed.settings["alice"], "secure-sum", {"modulus": 1}, timeout=5)
-    assert bad["state"] == "failed" and set(bad["failed_parties"]) == set(PARTIES)
-    assert "modulus must be at least 2" in bad["parties"]["alice"]["error"]
+    assert bad["state"] == "refused" and set(bad["failed_parties"]) == set(PARTIES)
+    assert bad["failed_party"] == "alice" and bad["decisions"]["alice"]["rule"] == "input_check"
+    assert not any(str(v) in json.dumps(bad) for v in inputs.values() if v > 9)
     again = run_job(bed.settings["carol"], "ring-echo", {"rounds": 3}, timeout=10)
     assert again["state"] == "succeeded"
     assert len(again["parties"]["alice"]["result"]["round_trip_s"]) == 3
@@ -339,7 +361,8 @@ def test_a_crashed_node_is_noticed_by_the_health_probes(tmp_path):
     from ppdm.jobs.registry import JobSpec, register_job
 
     register_job(JobSpec("test-wait-for-peer", "test only", _wait_for_peer, {}))
-    with LoopbackConsortium(("alice", "bob"), tmp_path) as bed:
+    policy = OPEN_POLICY_TOML + "\n[jobs.test-wait-for-peer]\nallow = true\n"
+    with LoopbackConsortium(("alice", "bob"), tmp_path, policy=policy) as bed:
         box: dict = {}
         runner = threading.Thread(
             target=lambda: box.setdefault(
@@ -358,7 +381,8 @@ def test_a_crashed_node_is_noticed_by_the_health_probes(tmp_path):
         doc = box["doc"]
         assert doc["ok"] is False and doc["failed_party"] == "bob"
         error = doc["parties"]["alice"]["error"]
-        assert error.startswith("PartyFailure: party 'bob'") and "unreachable" in error
+        assert error.startswith("party_failure: party 'bob'")
+        assert doc["parties"]["alice"]["error_party"] == "bob"
         assert elapsed < 15  # the receive timeout is 30 s
 
 
@@ -370,7 +394,10 @@ def test_a_result_too_big_for_one_message_is_reported(tmp_path):
     from ppdm.jobs.registry import JobSpec, register_job
 
     register_job(JobSpec("test-big-result", "test only", _big_result, {"size": 10}))
-    with LoopbackConsortium(("alice", "bob"), tmp_path, max_message_bytes=64 * 1024) as bed:
+    policy = OPEN_POLICY_TOML + "\n[jobs.test-big-result]\nallow = true\n"
+    with LoopbackConsortium(
+        ("alice", "bob"), tmp_path, max_message_bytes=64 * 1024, policy=policy
+    ) as bed:
         small = run_job(bed.settings["alice"], "test-big-result", timeout=10)
         assert small["ok"] and small["parties"]["bob"]["result"] == {"blob": "x" * 10}
         big = run_job(bed.settings["alice"], "test-big-result", {"size": 100_000}, timeout=10)

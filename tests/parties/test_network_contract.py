@@ -16,9 +16,9 @@ from ppdm.errors import PartyFailure, ProtocolError
 from ppdm.parties.codec import BigInts, ByteStrings
 from ppdm.parties.grpc_net import PeerStream
 from ppdm.parties.local import LocalNetwork, simulate
-from ppdm.parties.testbed import LoopbackConsortium
 from ppdm.proto.ppdm.v1 import envelope_pb2 as env_pb
 from ppdm.protocols.secure_sum import secure_sum
+from ppdm.service.testbed import LoopbackConsortium
 
 PARTIES = ("alice", "bob", "carol")
 SMALL_FRAMES = 16 * 1024

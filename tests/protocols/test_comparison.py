@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 
 from ppdm.errors import ProtocolError
 from ppdm.parties.local import LocalNetwork, simulate
-from ppdm.parties.testbed import LoopbackConsortium
 from ppdm.protocols.comparison import (
     STEP_AND,
     secure_argmin,
@@ -18,6 +17,7 @@ from ppdm.protocols.comparison import (
     secure_ge_shares,
 )
 from ppdm.protocols.ot.extension import OTSession
+from ppdm.service.testbed import LoopbackConsortium
 
 PARTIES = ("alice", "bob")
 

@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 
 from ppdm.errors import ProtocolError
 from ppdm.parties.local import LocalNetwork, simulate
-from ppdm.parties.testbed import LoopbackConsortium
 from ppdm.protocols.dot_product_ot import (
     STEP_REVEAL,
     binary_dot_product,
@@ -18,6 +17,7 @@ from ppdm.protocols.dot_product_ot import (
     secure_and_shares,
 )
 from ppdm.protocols.ot.extension import OTSession
+from ppdm.service.testbed import LoopbackConsortium
 
 PARTIES = ("alice", "bob")
 

@@ -169,9 +169,11 @@ def test_bad_results_raise_protocol_error(reply):
 @pytest.mark.timeout(120)
 def test_jobs_between_party_processes(tmp_path):
     from ppdm.jobs.paillier import generated_input
-    from ppdm.parties.testbed import GrpcTestbed
+    from ppdm.service.testbed import GrpcTestbed
 
-    with GrpcTestbed(["alice", "bob", "carol"], tmp_path, timeout=60) as bed:
+    # Naming an aggregator changes who learns the sum: the owners allow it explicitly.
+    policy = "version = 1\n[jobs.secure-sum-shared.params]\naggregator = { any = true }\n"
+    with GrpcTestbed(["alice", "bob", "carol"], tmp_path, timeout=60, policy=policy) as bed:
         doc = bed.run_job(
             "paillier-dot-product",
             {"length": 300, "seed": 7, "bits": 16, "output": "both", "chunk": 128},

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from ppdm.errors import ProtocolError
 from ppdm.parties.codec import ByteStrings
 from ppdm.parties.local import LocalNetwork, simulate
-from ppdm.parties.testbed import LoopbackConsortium
 from ppdm.protocols import ecgroup
 from ppdm.protocols.ot.base import (
     STEP_A,
@@ -22,6 +21,7 @@ from ppdm.protocols.ot.base import (
     base_ot_send,
     base_ot_send_random,
 )
+from ppdm.service.testbed import LoopbackConsortium
 
 PARTIES = ("alice", "bob")
 

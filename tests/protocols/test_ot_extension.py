@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from ppdm.errors import ProtocolError
 from ppdm.parties.local import simulate
-from ppdm.parties.testbed import LoopbackConsortium
 from ppdm.protocols.ot.base import STEP_A
 from ppdm.protocols.ot.bits import pack, transpose_bits, unpack
 from ppdm.protocols.ot.crhash import (
@@ -22,6 +21,7 @@ from ppdm.protocols.ot.crhash import (
     tccr_hash,
 )
 from ppdm.protocols.ot.extension import IKNPReceiver, IKNPSender, OTSession
+from ppdm.service.testbed import LoopbackConsortium
 
 PARTIES = ("alice", "bob")
 U_STEP = "ot/iknp/alice>bob/u"
@@ -363,7 +363,7 @@ def test_bad_session_tag_raises():
 @pytest.mark.timeout(120)
 def test_ot_jobs_between_party_processes(tmp_path):
     from ppdm.jobs.ot import generated_bits, generated_values
-    from ppdm.parties.testbed import GrpcTestbed
+    from ppdm.service.testbed import GrpcTestbed
 
     with GrpcTestbed(["alice", "bob"], tmp_path, timeout=60) as bed:
         doc = bed.run_job("base-ot", {"count": 200, "verify": 50})

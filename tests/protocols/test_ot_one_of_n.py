@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 
 from ppdm.errors import ProtocolError
 from ppdm.parties.local import simulate
-from ppdm.parties.testbed import LoopbackConsortium
 from ppdm.protocols.ot.extension import OTSession
 from ppdm.protocols.ot.one_of_n import (
     STEP_Y,
@@ -19,6 +18,7 @@ from ppdm.protocols.ot.one_of_n import (
     one_of_n_receive,
     one_of_n_send,
 )
+from ppdm.service.testbed import LoopbackConsortium
 
 PARTIES = ("alice", "bob")
 

@@ -409,7 +409,7 @@ class LatticeResult:
 
     @property
     def anonymous_nodes(self) -> list[Node]:
-        return [self.lattice.node(i) for i in np.flatnonzero(self.status == 1)]
+        return [self.lattice.node(int(i)) for i in np.flatnonzero(self.status == 1)]
 
     def info(self, qi: Sequence[str]) -> dict[str, Any]:
         """JSON-ready summary for :attr:`Release.info`."""

@@ -423,7 +423,7 @@ class IKNPReceiver:
         """Complete a batch begun with :meth:`start`."""
         m = len(p.choices)
         if p.kind == "chosen":
-            out = np.empty((m, p.length), dtype=np.uint8)
+            out: np.ndarray = np.empty((m, p.length), dtype=np.uint8)
             for (o, n), h in zip(p.spans, p.hashes, strict=True):
                 y = self._correction(np.dtype(np.uint8), (2, n, p.length))
                 c = p.choices[o : o + n]

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from ppdm.proto.ppdm.v1 import payload_pb2 as ppdm_dot_v1_dot_payload__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16ppdm/v1/envelope.proto\x12\x07ppdm.v1\x1a\x15ppdm/v1/payload.proto\"\xba\x01\n\x08\x45nvelope\x12\x12\n\nconsortium\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x0c\n\x04step\x18\x03 \x01(\t\x12\x0e\n\x06sender\x18\x04 \x01(\t\x12\x11\n\trecipient\x18\x05 \x01(\t\x12\x0b\n\x03seq\x18\x06 \x01(\x04\x12#\n\x07payload\x18\x07 \x01(\x0b\x32\x10.ppdm.v1.PayloadH\x00\x12\x1f\n\x05\x61\x62ort\x18\x08 \x01(\x0b\x32\x0e.ppdm.v1.AbortH\x00\x42\x06\n\x04\x62ody\"\x17\n\x05\x41\x62ort\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\\\n\x05\x46rame\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12\x13\n\x0b\x63hunk_index\x18\x03 \x01(\r\x12\x13\n\x0b\x63hunk_count\x18\x04 \x01(\r\x12\x0c\n\x04\x64\x61ta\x18\x05 \x01(\x0c\"4\n\x0f\x45xchangeSummary\x12\x0e\n\x06\x66rames\x18\x01 \x01(\x04\x12\x11\n\tenvelopes\x18\x02 \x01(\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16ppdm/v1/envelope.proto\x12\x07ppdm.v1\x1a\x15ppdm/v1/payload.proto\"\xba\x01\n\x08\x45nvelope\x12\x12\n\nconsortium\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x0c\n\x04step\x18\x03 \x01(\t\x12\x0e\n\x06sender\x18\x04 \x01(\t\x12\x11\n\trecipient\x18\x05 \x01(\t\x12\x0b\n\x03seq\x18\x06 \x01(\x04\x12#\n\x07payload\x18\x07 \x01(\x0b\x32\x10.ppdm.v1.PayloadH\x00\x12\x1f\n\x05\x61\x62ort\x18\x08 \x01(\x0b\x32\x0e.ppdm.v1.AbortH\x00\x42\x06\n\x04\x62ody\"B\n\x05\x41\x62ort\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x0c\n\x04\x63ode\x18\x02 \x01(\t\x12\r\n\x05party\x18\x03 \x01(\t\x12\x0c\n\x04step\x18\x04 \x01(\t\"\\\n\x05\x46rame\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12\x13\n\x0b\x63hunk_index\x18\x03 \x01(\r\x12\x13\n\x0b\x63hunk_count\x18\x04 \x01(\r\x12\x0c\n\x04\x64\x61ta\x18\x05 \x01(\x0c\"4\n\x0f\x45xchangeSummary\x12\x0e\n\x06\x66rames\x18\x01 \x01(\x04\x12\x11\n\tenvelopes\x18\x02 \x01(\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,9 +35,9 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ENVELOPE']._serialized_start=59
   _globals['_ENVELOPE']._serialized_end=245
   _globals['_ABORT']._serialized_start=247
-  _globals['_ABORT']._serialized_end=270
-  _globals['_FRAME']._serialized_start=272
-  _globals['_FRAME']._serialized_end=364
-  _globals['_EXCHANGESUMMARY']._serialized_start=366
-  _globals['_EXCHANGESUMMARY']._serialized_end=418
+  _globals['_ABORT']._serialized_end=313
+  _globals['_FRAME']._serialized_start=315
+  _globals['_FRAME']._serialized_end=407
+  _globals['_EXCHANGESUMMARY']._serialized_start=409
+  _globals['_EXCHANGESUMMARY']._serialized_end=461
 # @@protoc_insertion_point(module_scope)

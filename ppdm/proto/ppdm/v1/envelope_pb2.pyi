@@ -27,10 +27,16 @@ class Envelope(_message.Message):
     def __init__(self, consortium: _Optional[str] = ..., job_id: _Optional[str] = ..., step: _Optional[str] = ..., sender: _Optional[str] = ..., recipient: _Optional[str] = ..., seq: _Optional[int] = ..., payload: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ...) -> None: ...
 
 class Abort(_message.Message):
-    __slots__ = ("reason",)
+    __slots__ = ("reason", "code", "party", "step")
     REASON_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    PARTY_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
     reason: str
-    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+    code: str
+    party: str
+    step: str
+    def __init__(self, reason: _Optional[str] = ..., code: _Optional[str] = ..., party: _Optional[str] = ..., step: _Optional[str] = ...) -> None: ...
 
 class Frame(_message.Message):
     __slots__ = ("job_id", "seq", "chunk_index", "chunk_count", "data")

@@ -9,6 +9,13 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class Decision(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DECISION_UNSPECIFIED: _ClassVar[Decision]
+    DECISION_ACCEPTED: _ClassVar[Decision]
+    DECISION_PENDING: _ClassVar[Decision]
+    DECISION_REFUSED: _ClassVar[Decision]
+
 class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     JOB_STATE_UNSPECIFIED: _ClassVar[JobState]
@@ -16,11 +23,23 @@ class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     JOB_STATE_SUCCEEDED: _ClassVar[JobState]
     JOB_STATE_FAILED: _ClassVar[JobState]
     JOB_STATE_UNKNOWN: _ClassVar[JobState]
+    JOB_STATE_ACCEPTED: _ClassVar[JobState]
+    JOB_STATE_PENDING: _ClassVar[JobState]
+    JOB_STATE_REFUSED: _ClassVar[JobState]
+    JOB_STATE_CANCELLED: _ClassVar[JobState]
+DECISION_UNSPECIFIED: Decision
+DECISION_ACCEPTED: Decision
+DECISION_PENDING: Decision
+DECISION_REFUSED: Decision
 JOB_STATE_UNSPECIFIED: JobState
 JOB_STATE_RUNNING: JobState
 JOB_STATE_SUCCEEDED: JobState
 JOB_STATE_FAILED: JobState
 JOB_STATE_UNKNOWN: JobState
+JOB_STATE_ACCEPTED: JobState
+JOB_STATE_PENDING: JobState
+JOB_STATE_REFUSED: JobState
+JOB_STATE_CANCELLED: JobState
 
 class JobRequest(_message.Message):
     __slots__ = ("consortium", "job_id", "protocol", "params", "initiator", "parties", "timeout_s")
@@ -39,6 +58,28 @@ class JobRequest(_message.Message):
     parties: _containers.RepeatedScalarFieldContainer[str]
     timeout_s: float
     def __init__(self, consortium: _Optional[str] = ..., job_id: _Optional[str] = ..., protocol: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., initiator: _Optional[str] = ..., parties: _Optional[_Iterable[str]] = ..., timeout_s: _Optional[float] = ...) -> None: ...
+
+class JobRef(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class JobDecision(_message.Message):
+    __slots__ = ("job_id", "party", "decision", "rule", "reason", "expires_in_s")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTY_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_IN_S_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    party: str
+    decision: Decision
+    rule: str
+    reason: str
+    expires_in_s: float
+    def __init__(self, job_id: _Optional[str] = ..., party: _Optional[str] = ..., decision: _Optional[_Union[Decision, str]] = ..., rule: _Optional[str] = ..., reason: _Optional[str] = ..., expires_in_s: _Optional[float] = ...) -> None: ...
 
 class JobAccepted(_message.Message):
     __slots__ = ("job_id", "party")
@@ -71,7 +112,7 @@ class StepMetrics(_message.Message):
     def __init__(self, step: _Optional[str] = ..., messages_sent: _Optional[int] = ..., messages_received: _Optional[int] = ..., bytes_sent: _Optional[int] = ..., bytes_received: _Optional[int] = ..., wall_time_s: _Optional[float] = ...) -> None: ...
 
 class JobStatus(_message.Message):
-    __slots__ = ("job_id", "party", "state", "error", "result", "metrics", "wall_time_s")
+    __slots__ = ("job_id", "party", "state", "error", "result", "metrics", "wall_time_s", "error_code", "error_party", "error_step", "rule", "result_withheld")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     PARTY_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -79,6 +120,11 @@ class JobStatus(_message.Message):
     RESULT_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
     WALL_TIME_S_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_PARTY_FIELD_NUMBER: _ClassVar[int]
+    ERROR_STEP_FIELD_NUMBER: _ClassVar[int]
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    RESULT_WITHHELD_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     party: str
     state: JobState
@@ -86,7 +132,52 @@ class JobStatus(_message.Message):
     result: _struct_pb2.Struct
     metrics: _containers.RepeatedCompositeFieldContainer[StepMetrics]
     wall_time_s: float
-    def __init__(self, job_id: _Optional[str] = ..., party: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., error: _Optional[str] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., metrics: _Optional[_Iterable[_Union[StepMetrics, _Mapping]]] = ..., wall_time_s: _Optional[float] = ...) -> None: ...
+    error_code: str
+    error_party: str
+    error_step: str
+    rule: str
+    result_withheld: bool
+    def __init__(self, job_id: _Optional[str] = ..., party: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., error: _Optional[str] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., metrics: _Optional[_Iterable[_Union[StepMetrics, _Mapping]]] = ..., wall_time_s: _Optional[float] = ..., error_code: _Optional[str] = ..., error_party: _Optional[str] = ..., error_step: _Optional[str] = ..., rule: _Optional[str] = ..., result_withheld: _Optional[bool] = ...) -> None: ...
+
+class PendingRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PendingJob(_message.Message):
+    __slots__ = ("job_id", "protocol", "initiator", "parties", "params_json", "leakage", "expires_in_s", "age_s")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    INITIATOR_FIELD_NUMBER: _ClassVar[int]
+    PARTIES_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    LEAKAGE_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_IN_S_FIELD_NUMBER: _ClassVar[int]
+    AGE_S_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    protocol: str
+    initiator: str
+    parties: _containers.RepeatedScalarFieldContainer[str]
+    params_json: str
+    leakage: str
+    expires_in_s: float
+    age_s: float
+    def __init__(self, job_id: _Optional[str] = ..., protocol: _Optional[str] = ..., initiator: _Optional[str] = ..., parties: _Optional[_Iterable[str]] = ..., params_json: _Optional[str] = ..., leakage: _Optional[str] = ..., expires_in_s: _Optional[float] = ..., age_s: _Optional[float] = ...) -> None: ...
+
+class PendingJobs(_message.Message):
+    __slots__ = ("jobs",)
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[PendingJob]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[PendingJob, _Mapping]]] = ...) -> None: ...
+
+class OwnerDecision(_message.Message):
+    __slots__ = ("job_id", "approve", "reason")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    APPROVE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    approve: bool
+    reason: str
+    def __init__(self, job_id: _Optional[str] = ..., approve: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class HealthRequest(_message.Message):
     __slots__ = ()
@@ -103,3 +194,23 @@ class HealthReply(_message.Message):
     version: str
     running_jobs: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, party: _Optional[str] = ..., consortium: _Optional[str] = ..., version: _Optional[str] = ..., running_jobs: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class AuditHistoryRequest(_message.Message):
+    __slots__ = ("input_key",)
+    INPUT_KEY_FIELD_NUMBER: _ClassVar[int]
+    input_key: str
+    def __init__(self, input_key: _Optional[str] = ...) -> None: ...
+
+class AuditQuery(_message.Message):
+    __slots__ = ("job_id", "parties")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTIES_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    parties: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, job_id: _Optional[str] = ..., parties: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class AuditHistoryReply(_message.Message):
+    __slots__ = ("queries",)
+    QUERIES_FIELD_NUMBER: _ClassVar[int]
+    queries: _containers.RepeatedCompositeFieldContainer[AuditQuery]
+    def __init__(self, queries: _Optional[_Iterable[_Union[AuditQuery, _Mapping]]] = ...) -> None: ...

@@ -40,10 +40,20 @@ class PartyStub:
                 request_serializer=ppdm_dot_v1_dot_envelope__pb2.Frame.SerializeToString,
                 response_deserializer=ppdm_dot_v1_dot_envelope__pb2.ExchangeSummary.FromString,
                 _registered_method=True)
+        self.ProposeJob = channel.unary_unary(
+                '/ppdm.v1.Party/ProposeJob',
+                request_serializer=ppdm_dot_v1_dot_party__pb2.JobRequest.SerializeToString,
+                response_deserializer=ppdm_dot_v1_dot_party__pb2.JobDecision.FromString,
+                _registered_method=True)
         self.StartJob = channel.unary_unary(
                 '/ppdm.v1.Party/StartJob',
-                request_serializer=ppdm_dot_v1_dot_party__pb2.JobRequest.SerializeToString,
+                request_serializer=ppdm_dot_v1_dot_party__pb2.JobRef.SerializeToString,
                 response_deserializer=ppdm_dot_v1_dot_party__pb2.JobAccepted.FromString,
+                _registered_method=True)
+        self.CancelJob = channel.unary_unary(
+                '/ppdm.v1.Party/CancelJob',
+                request_serializer=ppdm_dot_v1_dot_party__pb2.JobRef.SerializeToString,
+                response_deserializer=ppdm_dot_v1_dot_party__pb2.JobStatus.FromString,
                 _registered_method=True)
         self.GetJobStatus = channel.unary_unary(
                 '/ppdm.v1.Party/GetJobStatus',
@@ -54,6 +64,21 @@ class PartyStub:
                 '/ppdm.v1.Party/Health',
                 request_serializer=ppdm_dot_v1_dot_party__pb2.HealthRequest.SerializeToString,
                 response_deserializer=ppdm_dot_v1_dot_party__pb2.HealthReply.FromString,
+                _registered_method=True)
+        self.ListPending = channel.unary_unary(
+                '/ppdm.v1.Party/ListPending',
+                request_serializer=ppdm_dot_v1_dot_party__pb2.PendingRequest.SerializeToString,
+                response_deserializer=ppdm_dot_v1_dot_party__pb2.PendingJobs.FromString,
+                _registered_method=True)
+        self.DecideJob = channel.unary_unary(
+                '/ppdm.v1.Party/DecideJob',
+                request_serializer=ppdm_dot_v1_dot_party__pb2.OwnerDecision.SerializeToString,
+                response_deserializer=ppdm_dot_v1_dot_party__pb2.JobStatus.FromString,
+                _registered_method=True)
+        self.AuditHistory = channel.unary_unary(
+                '/ppdm.v1.Party/AuditHistory',
+                request_serializer=ppdm_dot_v1_dot_party__pb2.AuditHistoryRequest.SerializeToString,
+                response_deserializer=ppdm_dot_v1_dot_party__pb2.AuditHistoryReply.FromString,
                 _registered_method=True)
 
 
@@ -67,8 +92,25 @@ class PartyServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ProposeJob(self, request, context):
+        """Phase 1 of a job: the node checks the request against its owner's policy, the
+        disclosure audit and its own data, and answers accepted, pending (the owner must
+        approve) or refused (naming the rule, never data). Nothing runs yet.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def StartJob(self, request, context):
-        """Ask this node to run its side of a job (sent by the initiator to every party).
+        """Phase 2: run this node's side of a job it accepted (and its owner approved); sent by
+        the initiator to every party once every party has accepted.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelJob(self, request, context):
+        """The initiator withdraws a job that has not started (another party refused it).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -88,6 +130,29 @@ class PartyServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListPending(self, request, context):
+        """The owner's calls (the caller must be this node's own party): jobs waiting for the
+        owner's approval, and the owner's decision on one of them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DecideJob(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AuditHistory(self, request, context):
+        """The party sets of the audited sums this node took part in on one input (its current
+        version), so that a co-member auditing a new job sees combinations it was not part
+        of (ppdm.service.disclosure). Job ids and party names only; for roster members.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PartyServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -96,10 +161,20 @@ def add_PartyServicer_to_server(servicer, server):
                     request_deserializer=ppdm_dot_v1_dot_envelope__pb2.Frame.FromString,
                     response_serializer=ppdm_dot_v1_dot_envelope__pb2.ExchangeSummary.SerializeToString,
             ),
+            'ProposeJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.ProposeJob,
+                    request_deserializer=ppdm_dot_v1_dot_party__pb2.JobRequest.FromString,
+                    response_serializer=ppdm_dot_v1_dot_party__pb2.JobDecision.SerializeToString,
+            ),
             'StartJob': grpc.unary_unary_rpc_method_handler(
                     servicer.StartJob,
-                    request_deserializer=ppdm_dot_v1_dot_party__pb2.JobRequest.FromString,
+                    request_deserializer=ppdm_dot_v1_dot_party__pb2.JobRef.FromString,
                     response_serializer=ppdm_dot_v1_dot_party__pb2.JobAccepted.SerializeToString,
+            ),
+            'CancelJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelJob,
+                    request_deserializer=ppdm_dot_v1_dot_party__pb2.JobRef.FromString,
+                    response_serializer=ppdm_dot_v1_dot_party__pb2.JobStatus.SerializeToString,
             ),
             'GetJobStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.GetJobStatus,
@@ -110,6 +185,21 @@ def add_PartyServicer_to_server(servicer, server):
                     servicer.Health,
                     request_deserializer=ppdm_dot_v1_dot_party__pb2.HealthRequest.FromString,
                     response_serializer=ppdm_dot_v1_dot_party__pb2.HealthReply.SerializeToString,
+            ),
+            'ListPending': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPending,
+                    request_deserializer=ppdm_dot_v1_dot_party__pb2.PendingRequest.FromString,
+                    response_serializer=ppdm_dot_v1_dot_party__pb2.PendingJobs.SerializeToString,
+            ),
+            'DecideJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.DecideJob,
+                    request_deserializer=ppdm_dot_v1_dot_party__pb2.OwnerDecision.FromString,
+                    response_serializer=ppdm_dot_v1_dot_party__pb2.JobStatus.SerializeToString,
+            ),
+            'AuditHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.AuditHistory,
+                    request_deserializer=ppdm_dot_v1_dot_party__pb2.AuditHistoryRequest.FromString,
+                    response_serializer=ppdm_dot_v1_dot_party__pb2.AuditHistoryReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -150,6 +240,33 @@ class Party:
             _registered_method=True)
 
     @staticmethod
+    def ProposeJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ppdm.v1.Party/ProposeJob',
+            ppdm_dot_v1_dot_party__pb2.JobRequest.SerializeToString,
+            ppdm_dot_v1_dot_party__pb2.JobDecision.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def StartJob(request,
             target,
             options=(),
@@ -164,8 +281,35 @@ class Party:
             request,
             target,
             '/ppdm.v1.Party/StartJob',
-            ppdm_dot_v1_dot_party__pb2.JobRequest.SerializeToString,
+            ppdm_dot_v1_dot_party__pb2.JobRef.SerializeToString,
             ppdm_dot_v1_dot_party__pb2.JobAccepted.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ppdm.v1.Party/CancelJob',
+            ppdm_dot_v1_dot_party__pb2.JobRef.SerializeToString,
+            ppdm_dot_v1_dot_party__pb2.JobStatus.FromString,
             options,
             channel_credentials,
             insecure,
@@ -220,6 +364,87 @@ class Party:
             '/ppdm.v1.Party/Health',
             ppdm_dot_v1_dot_party__pb2.HealthRequest.SerializeToString,
             ppdm_dot_v1_dot_party__pb2.HealthReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPending(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ppdm.v1.Party/ListPending',
+            ppdm_dot_v1_dot_party__pb2.PendingRequest.SerializeToString,
+            ppdm_dot_v1_dot_party__pb2.PendingJobs.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DecideJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ppdm.v1.Party/DecideJob',
+            ppdm_dot_v1_dot_party__pb2.OwnerDecision.SerializeToString,
+            ppdm_dot_v1_dot_party__pb2.JobStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AuditHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ppdm.v1.Party/AuditHistory',
+            ppdm_dot_v1_dot_party__pb2.AuditHistoryRequest.SerializeToString,
+            ppdm_dot_v1_dot_party__pb2.AuditHistoryReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -42,9 +42,11 @@ from ppdm.parties.consortium import (
 )
 from ppdm.parties.local import Simulation, simulate
 from ppdm.parties.network import DEFAULT_TIMEOUT, Endpoint, Network
-from ppdm.parties.node import PartyNode, health, run_job
 from ppdm.proto.ppdm.v1 import party_pb2 as pb
 from ppdm.proto.ppdm.v1 import party_pb2_grpc
+from ppdm.service.client import health, run_job
+from ppdm.service.node import PartyNode
+from ppdm.service.policy import DEFAULT_POLICY_TOML, SETTLE_S, parse_policy
 
 __all__ = ["GrpcTestbed", "LoopbackConsortium", "free_ports"]
 
@@ -54,6 +56,18 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 _REPO_ROOT = Path(ppdm.__file__).resolve().parent.parent
+
+
+def write_policy(path: Path, text: str) -> None:
+    """Check a policy text (:class:`~ppdm.errors.ConfigError` if it is not valid) and
+    write it to ``path`` atomically (a running node re-reads it on its next job)."""
+    parse_policy(tomllib.loads(text), source="<testbed policy>")
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    # Written whole and renamed: mark it settled so that a running node takes it at once.
+    past = time.time() - 2 * SETTLE_S
+    os.utime(tmp, (past, past))
+    os.replace(tmp, path)
 
 
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
@@ -108,6 +122,7 @@ class GrpcTestbed:
         start_timeout: float = 60.0,
         log_level: str = "INFO",
         keep_ca_key: bool = False,
+        policy: str | Mapping[str, str] | None = None,
     ) -> None:
         self.parties = tuple(parties)
         self.workdir = Path(workdir)
@@ -128,7 +143,12 @@ class GrpcTestbed:
             max_message_bytes=max_message_bytes,
             keep_ca_key=keep_ca_key,
             overwrite=True,
+            policy_text=DEFAULT_POLICY_TOML,
         )
+        for party in self.parties:
+            text = policy.get(party) if isinstance(policy, Mapping) else policy
+            if text is not None:
+                self.set_policy(party, text)
         for party in self.parties:
             if (inputs and party in inputs) or (data and party in data):
                 self._update_settings(
@@ -155,6 +175,13 @@ class GrpcTestbed:
         if data is not None:
             doc["data"] = {k: str(v) for k, v in data.items()}
         path.write_text(write_toml(doc, header=f"Private settings of party {party!r} (testbed)."))
+
+    def policy_path(self, party: str) -> Path:
+        return self.workdir / f"{party}.policy.toml"
+
+    def set_policy(self, party: str, text: str) -> None:
+        """Replace ``party``'s policy file (a running node re-reads it on its next job)."""
+        write_policy(self.policy_path(party), text)
 
     def settings_path(self, party: str) -> Path:
         return self.workdir / f"{party}.toml"
@@ -254,6 +281,20 @@ class GrpcTestbed:
                 proc.wait(10)
         return proc.returncode
 
+    def send_signal(self, party: str, signum: int) -> None:
+        """Send ``signum`` to ``party``'s node (e.g. SIGHUP: re-read the policy)."""
+        self._procs[party].send_signal(signum)
+
+    def restart(self, party: str, *, grace: float = 10.0) -> None:
+        """Stop ``party``'s node (SIGTERM) and start it again; wait until it is healthy."""
+        self.terminate(party, grace=grace)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(_REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])]
+        )
+        self._spawn(party, env)
+        self.wait_healthy()
+
     def stop(self) -> None:
         for p in list(self._procs):
             if self._procs[p].poll() is None:
@@ -308,7 +349,7 @@ class GrpcTestbed:
 
 
 class LoopbackConsortium:
-    """Every party's :class:`~ppdm.parties.node.PartyNode` in this process, over gRPC
+    """Every party's :class:`~ppdm.service.node.PartyNode` in this process, over gRPC
     with mutual TLS on 127.0.0.1 (see the module docstring).
 
     :meth:`simulate` has the signature and semantics of
@@ -324,6 +365,7 @@ class LoopbackConsortium:
         probe_peers: bool = True,
         pending_wait_s: float = 30.0,
         keep_ca_key: bool = False,
+        policy: str | Mapping[str, str] | None = None,
     ) -> None:
         self.parties = tuple(parties)
         self.workdir = Path(workdir)
@@ -334,7 +376,12 @@ class LoopbackConsortium:
             max_message_bytes=max_message_bytes,
             keep_ca_key=keep_ca_key,
             overwrite=True,
+            policy_text=DEFAULT_POLICY_TOML,
         )
+        for party in self.parties:
+            text = policy.get(party) if isinstance(policy, Mapping) else policy
+            if text is not None:
+                write_policy(self.workdir / f"{party}.policy.toml", text)
         self.settings = {p: load_settings(self.workdir / f"{p}.toml") for p in self.parties}
         self.nodes = {
             p: PartyNode(self.settings[p], probe_peers=probe_peers, pending_wait_s=pending_wait_s)

@@ -1,0 +1,90 @@
+"""``ppdm ledger``: show and verify a node's tamper-evident ledger (docs/ledger.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ppdm.errors import ConfigError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "ledger", help="show or verify your node's hash-chained ledger of job decisions"
+    )
+    sub = parser.add_subparsers(dest="ledger_command", metavar="ACTION")
+    sub.required = True
+
+    show = sub.add_parser(
+        "show",
+        help="print ledger entries (requests, decisions, approvals, starts, ends)",
+        description="Print the entries of your node's ledger, oldest first (read-only).",
+    )
+    _where(show)
+    show.add_argument("--job", default=None, help="only the entries of this job id")
+    show.add_argument("--since", type=int, default=0, help="only entries after this number")
+    show.add_argument("--limit", type=int, default=None, help="at most this many entries")
+    show.add_argument("--json", action="store_true", help="one JSON object per line")
+    show.set_defaults(handler=_show)
+
+    verify = sub.add_parser(
+        "verify",
+        help="check the hash chain: exit 1 naming any edited, deleted or reordered entry",
+        description=(
+            "Recompute every entry's hash and link and compare the end of the chain with "
+            "the head anchor; report each entry that was edited, deleted or reordered, or "
+            "removed from the end. Exit code 0 if the ledger is intact, 1 if not."
+        ),
+    )
+    _where(verify)
+    verify.set_defaults(handler=_verify)
+
+
+def _where(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--settings", help="your party's settings file")
+    group.add_argument("--ledger", help="a ledger file (ledger.sqlite)")
+
+
+def _path(args: argparse.Namespace) -> Path:
+    if args.ledger:
+        return Path(args.ledger)
+    from ppdm.parties.consortium import load_settings
+    from ppdm.service.ledger import ledger_path
+
+    return ledger_path(load_settings(args.settings))
+
+
+def _show(args: argparse.Namespace) -> int:
+    from ppdm.service.ledger import read_entries
+
+    if args.since < 0 or (args.limit is not None and args.limit < 1):
+        raise ConfigError("--since must be >= 0 and --limit >= 1")
+    entries = read_entries(_path(args), job_id=args.job, since=args.since, limit=args.limit)
+    for e in entries:
+        if args.json:
+            print(json.dumps(e.as_dict(), sort_keys=True))
+            continue
+        rec = e.record
+        what = " ".join(
+            f"{k}={json.dumps(rec[k])}"
+            for k in ("protocol", "initiator", "parties", "decision", "rule", "state", "approved")
+            if k in rec and rec[k] not in (None, "")
+        )
+        job = f" job {e.job_id[:12]}" if e.job_id else ""
+        print(f"{e.seq:6d}  {e.time}  {e.kind:9s}{job}  {what}")
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from ppdm.service.ledger import verify_file
+
+    report = verify_file(_path(args))
+    if report.ok:
+        print(f"ledger OK: {report.entries} entries, head {report.head}")
+        return 0
+    for line in report.problems:
+        print(f"ledger: {line}")
+    print(f"ledger NOT intact: {len(report.problems)} problem(s) in {report.entries} entries")
+    return 1

@@ -1,0 +1,479 @@
+"""The initiator's and the owner's side of the job service (``ppdm job ...``).
+
+:func:`run_job` starts a job at every node and returns the job document of
+``docs/jobs.md``, in two phases:
+
+1. ``ProposeJob`` at every member: each node answers accepted, pending (its owner must
+   approve) or refused, from its own policy (:mod:`ppdm.service.node`).
+2. If any member refused (or did not answer), ``CancelJob`` at every other member: the
+   job ends everywhere at once, and the document names the refusing party and rule.
+   While members are pending, the initiator waits (``on_wait`` is told whom it waits
+   for) until each approves, rejects or expires. Once all accepted, ``StartJob``
+   everywhere, then ``GetJobStatus`` until every party is done.
+
+:func:`pending_jobs` and :func:`decide_job` are the owner's calls to its *own* node
+(``ppdm job pending``, ``approve``, ``reject``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import re
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import grpc
+
+from ppdm.errors import ConfigError
+from ppdm.jobs.registry import get_job
+from ppdm.parties.consortium import PartySettings
+from ppdm.parties.grpc_net import open_channel
+from ppdm.proto.ppdm.v1 import party_pb2 as pb
+from ppdm.proto.ppdm.v1 import party_pb2_grpc
+from ppdm.service.node import MAX_TIMEOUT_S, STATE_NAMES, from_struct, to_struct
+
+__all__ = [
+    "JOB_SCHEMA",
+    "NodeClient",
+    "decide_job",
+    "health",
+    "job_status",
+    "pending_jobs",
+    "root_cause",
+    "run_job",
+]
+
+JOB_SCHEMA = "ppdm.job/1"
+MAX_PARAM_DEPTH = 32
+
+
+class NodeClient:
+    """mTLS channels from one party to every node of its consortium (the CLI's client)."""
+
+    def __init__(self, settings: PartySettings) -> None:
+        self.settings = settings
+        self._channels: dict[str, grpc.Channel] = {}
+
+    def stub(self, party: str) -> party_pb2_grpc.PartyStub:
+        ch = self._channels.get(party)
+        if ch is None:
+            ch = self._channels[party] = open_channel(self.settings, party)
+        return party_pb2_grpc.PartyStub(ch)
+
+    def close(self) -> None:
+        for ch in self._channels.values():
+            ch.close()
+        self._channels.clear()
+
+    def __enter__(self) -> NodeClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _rpc_error(exc: grpc.RpcError) -> str:
+    code = exc.code() if hasattr(exc, "code") else None  # type: ignore[attr-defined]
+    details = exc.details() if hasattr(exc, "details") else str(exc)  # type: ignore[attr-defined]
+    return f"{code.name if code else 'UNKNOWN'}: {details}"
+
+
+def health(settings: PartySettings, *, timeout: float = 5.0) -> dict[str, dict[str, Any]]:
+    """Ask every node of the consortium for its health, as ``settings``' party."""
+    out: dict[str, dict[str, Any]] = {}
+    with NodeClient(settings) as client:
+        for party in settings.consortium.names:
+            try:
+                reply = client.stub(party).Health(pb.HealthRequest(), timeout=timeout)
+                out[party] = {
+                    "ok": reply.party == party,
+                    "party": reply.party,
+                    "consortium": reply.consortium,
+                    "version": reply.version,
+                    "running_jobs": list(reply.running_jobs),
+                }
+            except grpc.RpcError as exc:
+                out[party] = {"ok": False, "error": _rpc_error(exc)}
+    return out
+
+
+_TOTALS = ("messages_sent", "messages_received", "bytes_sent", "bytes_received")
+
+
+def _party_record(status: pb.JobStatus) -> dict[str, Any]:
+    metrics = [
+        {
+            "step": m.step,
+            "messages_sent": m.messages_sent,
+            "messages_received": m.messages_received,
+            "bytes_sent": m.bytes_sent,
+            "bytes_received": m.bytes_received,
+            "wall_time_s": round(m.wall_time_s, 6),
+        }
+        for m in status.metrics
+    ]
+    state = STATE_NAMES[status.state]
+    result = None
+    error = status.error or None
+    if status.state == pb.JOB_STATE_SUCCEEDED and not status.result_withheld:
+        try:
+            result = from_struct(status.result, "job result")
+        except ValueError as exc:
+            state, error = "failed", f"node returned a bad result: {exc}"
+    record: dict[str, Any] = {
+        "state": state,
+        "result": result,
+        "error": error,
+        "wall_time_s": round(status.wall_time_s, 6),
+        "metrics": metrics,
+        "totals": {k: sum(m[k] for m in metrics) for k in _TOTALS},
+    }
+    if status.error_code:
+        record["error_code"] = status.error_code
+        record["error_party"] = status.error_party
+        record["error_step"] = status.error_step
+    if status.rule:
+        record["rule"] = status.rule
+    if status.result_withheld:
+        record["result_withheld"] = True
+    return record
+
+
+def _failed_record(error: str, *, state: str = "failed") -> dict[str, Any]:
+    return {
+        "state": state,
+        "result": None,
+        "error": error,
+        "wall_time_s": 0.0,
+        "metrics": [],
+        "totals": dict.fromkeys(_TOTALS, 0),
+    }
+
+
+def job_status(
+    settings: PartySettings,
+    job_id: str,
+    *,
+    parties: Sequence[str] | None = None,
+    timeout: float = 5.0,
+) -> dict[str, dict[str, Any]]:
+    """Each node's record of job ``job_id`` (state, result, error, metrics)."""
+    names = settings.consortium.order(list(parties or settings.consortium.names))
+    out = {}
+    with NodeClient(settings) as client:
+        for p in names:
+            try:
+                out[p] = _party_record(
+                    client.stub(p).GetJobStatus(pb.JobStatusRequest(job_id=job_id), timeout=timeout)
+                )
+            except grpc.RpcError as exc:
+                out[p] = _failed_record(f"node unreachable ({_rpc_error(exc)})")
+    return out
+
+
+def _check_depth(value: Any, depth: int = 0) -> None:
+    if depth > MAX_PARAM_DEPTH:
+        raise ConfigError(f"job parameters are nested deeper than {MAX_PARAM_DEPTH} levels")
+    if isinstance(value, dict):
+        for v in value.values():
+            _check_depth(v, depth + 1)
+    elif isinstance(value, list):
+        for v in value:
+            _check_depth(v, depth + 1)
+
+
+def run_job(
+    settings: PartySettings,
+    name: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    timeout: float | None = None,
+    parties: Sequence[str] | None = None,
+    deadline: float | None = None,
+    job_id: str | None = None,
+    unreachable_after_s: float = 3.0,
+    on_wait: Callable[[list[str], float], None] | None = None,
+) -> dict[str, Any]:
+    """Start job ``name`` at every node as ``settings``' party and wait for the outcome.
+
+    Parameters
+    ----------
+    settings
+        The initiator's settings (its certificate authenticates the calls).
+    name, params
+        The job and its public parameters (checked against the job's defaults here, and
+        again at every node).
+    timeout
+        Each receive's timeout at every node (default: the initiator's
+        ``node.job_timeout_s``).
+    parties
+        The job's members (default: the whole roster); must include the initiator.
+    deadline
+        Stop waiting after this many seconds, approvals included (default: wait until
+        every node is done, refused, expired or unreachable).
+    on_wait
+        Called while members' owners have not approved yet, with those members and the
+        seconds waited so far.
+
+    Returns
+    -------
+    dict
+        The job document (schema ``ppdm.job/1`` in ``docs/jobs.md``); ``state`` is
+        ``"succeeded"`` only if every party succeeded, ``"refused"`` if a member's
+        policy or owner refused it (``decisions`` holds every member's answer).
+    """
+    spec = get_job(name)
+    merged = spec.params(params)
+    _check_depth(merged)
+    try:
+        json.dumps(merged)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"job parameters must be JSON values ({exc})") from None
+    consortium = settings.consortium
+    members = consortium.order(list(parties) if parties else list(consortium.names))
+    if settings.name not in members:
+        raise ConfigError(f"the initiator {settings.name!r} must be a member of the job")
+    wait = float(timeout if timeout is not None else settings.job_timeout_s)
+    if not 0 < wait <= MAX_TIMEOUT_S:
+        raise ConfigError(f"--timeout must be in (0, {MAX_TIMEOUT_S:g}] seconds")
+    job_id = job_id or uuid.uuid4().hex
+    request = pb.JobRequest(
+        consortium=consortium.name,
+        job_id=job_id,
+        protocol=spec.name,
+        params=to_struct(dict(merged)),
+        initiator=settings.name,
+        parties=list(members),
+        timeout_s=wait,
+    )
+    started_at = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    records: dict[str, dict[str, Any]] = {}
+    decisions: dict[str, dict[str, Any]] = {}
+
+    def document() -> dict[str, Any]:
+        failed = [p for p in members if records[p]["state"] != "succeeded"]
+        refused = [p for p in members if records[p]["state"] == "refused"]
+        state = "refused" if refused else ("failed" if failed else "succeeded")
+        return {
+            "schema": JOB_SCHEMA,
+            "job_id": job_id,
+            "protocol": spec.name,
+            "params": dict(merged),
+            "network": "grpc",
+            "ok": not failed,
+            "state": state,
+            "failed_party": refused[0]
+            if refused
+            else root_cause({p: records[p]["error"] for p in failed}),
+            "failed_parties": failed,
+            "error": "; ".join(f"{p}: {records[p]['error']}" for p in failed) or None,
+            "consortium": consortium.name,
+            "initiator": settings.name,
+            "timeout_s": wait,
+            "started_at": started_at,
+            "wall_time_s": round(time.perf_counter() - t0, 6),
+            "decisions": decisions,
+            "parties": {p: records[p] for p in members},
+        }
+
+    def over_deadline() -> bool:
+        return deadline is not None and time.perf_counter() - t0 > deadline
+
+    with NodeClient(settings) as client:
+        # Phase 1: every member decides.
+        waiting: list[str] = []
+        for p in members:
+            try:
+                d = client.stub(p).ProposeJob(request, timeout=10.0)
+            except grpc.RpcError as exc:
+                decisions[p] = {"decision": "error", "rule": "", "reason": _rpc_error(exc)}
+                records[p] = _failed_record(f"job not accepted: {_rpc_error(exc)}")
+                continue
+            outcome = {
+                pb.DECISION_ACCEPTED: "accepted",
+                pb.DECISION_PENDING: "pending",
+            }.get(d.decision, "refused")
+            decisions[p] = {"decision": outcome, "rule": d.rule, "reason": d.reason}
+            if outcome == "refused":
+                records[p] = _failed_record(
+                    f"refused by rule {d.rule!r}: {d.reason}", state="refused"
+                )
+                records[p]["rule"] = d.rule
+            elif outcome == "pending":
+                waiting.append(p)
+        # Wait for the owners of pending members.
+        delay = 0.1
+        while waiting and not records:
+            if over_deadline():
+                for p in waiting:
+                    records[p] = _failed_record(
+                        f"not approved within the {deadline:g} s deadline", state="refused"
+                    )
+                break
+            if on_wait is not None:
+                on_wait(list(waiting), time.perf_counter() - t0)
+            time.sleep(delay)
+            delay = min(delay * 1.5, 1.0)
+            for p in list(waiting):
+                try:
+                    st = client.stub(p).GetJobStatus(
+                        pb.JobStatusRequest(job_id=job_id), timeout=5.0
+                    )
+                except grpc.RpcError as exc:
+                    records[p] = _failed_record(f"node unreachable ({_rpc_error(exc)})")
+                    waiting.remove(p)
+                    continue
+                if st.state == pb.JOB_STATE_ACCEPTED:
+                    decisions[p] = {"decision": "approved", "rule": "consent", "reason": ""}
+                    waiting.remove(p)
+                elif st.state != pb.JOB_STATE_PENDING:
+                    decisions[p] = {"decision": "refused", "rule": st.rule, "reason": st.error}
+                    records[p] = _party_record(st)
+                    records[p]["state"] = "refused"
+                    waiting.remove(p)
+        if records:
+            # Someone refused or failed to answer: withdraw the job everywhere else.
+            for p in members:
+                if p in records:
+                    continue
+                try:
+                    client.stub(p).CancelJob(pb.JobRef(job_id=job_id), timeout=5.0)
+                    records[p] = _failed_record(
+                        "cancelled: another party did not accept", state="cancelled"
+                    )
+                except grpc.RpcError as exc:
+                    records[p] = _failed_record(
+                        f"cancel failed ({_rpc_error(exc)})", state="cancelled"
+                    )
+            return document()
+        # Phase 2: start everywhere.
+        pending: list[str] = []
+        for p in members:
+            try:
+                client.stub(p).StartJob(pb.JobRef(job_id=job_id), timeout=10.0)
+                pending.append(p)
+            except grpc.RpcError as exc:
+                records[p] = _failed_record(f"job not started: {_rpc_error(exc)}")
+        if records:
+            for p in pending:
+                with contextlib.suppress(grpc.RpcError):
+                    client.stub(p).CancelJob(pb.JobRef(job_id=job_id), timeout=5.0)
+        first_error: dict[str, float] = {}
+        delay = 0.02
+        while pending:
+            if over_deadline():
+                for p in pending:
+                    records[p] = _failed_record(f"still running after the {deadline:g} s deadline")
+                break
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.25)
+            for p in list(pending):
+                try:
+                    status = client.stub(p).GetJobStatus(
+                        pb.JobStatusRequest(job_id=job_id), timeout=5.0
+                    )
+                except grpc.RpcError as exc:
+                    # A refused connection is a dead node; a node that stops answering
+                    # (timeouts) is given the job timeout twice over.
+                    since = first_error.setdefault(p, time.perf_counter())
+                    refused = exc.code() == grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
+                    limit = unreachable_after_s if refused else max(2 * wait, unreachable_after_s)
+                    if time.perf_counter() - since >= limit:
+                        what = "unreachable" if refused else "not answering"
+                        records[p] = _failed_record(
+                            f"node {what} during the job ({_rpc_error(exc)})"
+                        )
+                        pending.remove(p)
+                    continue
+                first_error.pop(p, None)
+                if status.state == pb.JOB_STATE_RUNNING:
+                    continue
+                if status.state in (pb.JOB_STATE_UNKNOWN, pb.JOB_STATE_UNSPECIFIED):
+                    records[p] = _failed_record("node lost the job (restarted?)")
+                else:
+                    records[p] = _party_record(status)
+                pending.remove(p)
+    return document()
+
+
+_NAMES_PARTY = re.compile(r"^([a-z_]+): party '([^']+)'")
+
+
+def root_cause(errors: Mapping[str, str | None]) -> str | None:
+    """The party that most likely caused a job's failure, from each failed party's error
+    (the public form ``CODE: party 'NAME' at step ...`` of :class:`ppdm.errors.PublicError`).
+
+    A party that failed on its own (its job raised, its node was unreachable) comes first;
+    else the party a ``protocol_error`` names (it sent bad data); else the party most
+    errors name.
+
+    >>> root_cause({"alice": "party_failure: party 'bob' at step 's' (...)",
+    ...             "bob": "node unreachable during the job"})
+    'bob'
+    >>> root_cause({"alice": "protocol_error: party 'carol' at step 's' (...)",
+    ...             "carol": "party_failure: party 'alice' at step '' (...)"})
+    'carol'
+    """
+    named: dict[str, tuple[str, str] | None] = {}
+    for party, error in errors.items():
+        m = _NAMES_PARTY.match(error or "")
+        named[party] = (m.group(1), m.group(2)) if m and m.group(2) != party else None
+    for party, who in named.items():
+        if who is None:
+            return party
+    for who in named.values():
+        if who is not None and who[0] == "protocol_error":
+            return who[1]
+    counts: dict[str, int] = {}
+    for who in named.values():
+        if who is not None:
+            counts[who[1]] = counts.get(who[1], 0) + 1
+    return max(counts, key=lambda k: counts[k]) if counts else None
+
+
+# The owner's calls ---------------------------------------------------------------------------
+
+
+def pending_jobs(settings: PartySettings, *, timeout: float = 5.0) -> list[dict[str, Any]]:
+    """The jobs waiting for this party's approval at its own node."""
+    with NodeClient(settings) as client:
+        try:
+            reply = client.stub(settings.name).ListPending(pb.PendingRequest(), timeout=timeout)
+        except grpc.RpcError as exc:
+            raise ConfigError(f"cannot reach this party's node: {_rpc_error(exc)}") from None
+    return [
+        {
+            "job_id": j.job_id,
+            "protocol": j.protocol,
+            "initiator": j.initiator,
+            "parties": list(j.parties),
+            "params": json.loads(j.params_json or "{}"),
+            "leakage": j.leakage,
+            "expires_in_s": round(j.expires_in_s, 1),
+            "age_s": round(j.age_s, 1),
+        }
+        for j in reply.jobs
+    ]
+
+
+def decide_job(
+    settings: PartySettings, job_id: str, *, approve: bool, reason: str = "", timeout: float = 5.0
+) -> dict[str, Any]:
+    """Approve or reject a pending job at this party's own node; its new status."""
+    with NodeClient(settings) as client:
+        try:
+            status = client.stub(settings.name).DecideJob(
+                pb.OwnerDecision(job_id=job_id, approve=approve, reason=reason), timeout=timeout
+            )
+        except grpc.RpcError as exc:
+            code = exc.code() if hasattr(exc, "code") else None  # type: ignore[attr-defined]
+            details = exc.details() if hasattr(exc, "details") else str(exc)  # type: ignore[attr-defined]
+            if code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION):
+                raise ConfigError(details) from None
+            raise ConfigError(f"cannot reach this party's node: {_rpc_error(exc)}") from None
+    return _party_record(status)

@@ -1,0 +1,1264 @@
+"""A party's node: the gRPC ``Party`` service that runs this party's side of every job,
+under its owner's control.
+
+A node (``ppdm party serve alice.toml``) listens with mutual TLS on its roster address.
+Nothing runs at a node until the node's *own* checks pass; a job goes through:
+
+``ProposeJob`` (phase 1)
+    The initiator asks every member. The node checks the request (consortium, initiator
+    is the caller and a member, job and parameters known), then the owner's policy
+    (:mod:`ppdm.service.policy`) on the job's declared leakage
+    (:mod:`ppdm.service.profiles`), then the parameters against its own data
+    (``input_check``), then the cross-job disclosure audit
+    (:mod:`ppdm.service.disclosure`). It answers *accepted*, *pending* (the owner must
+    approve: ``ppdm job approve``) or *refused* with the deciding rule and a fixed reason
+    (never data). Every request and decision goes into the node's hash-chained ledger
+    (:mod:`ppdm.service.ledger`).
+``StartJob`` (phase 2)
+    Once every member accepted, the initiator starts the job everywhere. The node runs
+    ``get_job(name).run(endpoint, params, ctx)`` in a worker thread on its *own* private
+    inputs (the initiator never sends inputs). If any member refused, the initiator
+    sends ``CancelJob`` instead, and every node ends the job at once.
+``GetJobStatus``
+    State, result, per-step costs and wall time, for the job's members; the result only
+    to those the policy's ``results`` rule names. Finished jobs are kept in the ledger's
+    job table, so their status survives a restart.
+``ListPending``, ``DecideJob``
+    The owner's calls (the caller must be the node's own party): jobs waiting for
+    approval, and the approval or rejection of one.
+
+No private value crosses the node's boundary in an error: peers receive an ``Abort``
+with one code of :data:`ppdm.errors.ERROR_CODES` and the step, the initiator a status
+with the same code, party and step; the exception itself goes to the local log only.
+
+While a job runs, the node probes its peers' ``Health`` every second; a peer whose node
+refuses connections twice in a row is declared dead (``Endpoint.fail_party``), so the
+job ends with :class:`~ppdm.errors.PartyFailure` naming it well within the job timeout.
+
+Results and parameters travel as JSON text in the one string field ``"json"`` of the
+``google.protobuf.Struct`` message fields, because ``Struct`` numbers are doubles and
+would round integers above 2**53 (sums, big counts, seeds).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import signal
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping, Sequence
+from concurrent import futures
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.protobuf import struct_pb2
+
+from ppdm import __version__
+from ppdm.errors import ConfigError, PPDMError, PublicError
+from ppdm.jobs.registry import PartyContext, get_job
+from ppdm.parties.consortium import PartySettings
+from ppdm.parties.grpc_net import (
+    PENDING_JOB_WAIT_S,
+    JobLinks,
+    authenticate,
+    channel_options,
+    frame_bytes,
+    handle_exchange,
+    open_channel,
+    server_credentials,
+)
+from ppdm.parties.network import Endpoint
+from ppdm.proto.ppdm.v1 import envelope_pb2 as env_pb
+from ppdm.proto.ppdm.v1 import party_pb2 as pb
+from ppdm.proto.ppdm.v1 import party_pb2_grpc
+from ppdm.service.disclosure import DisclosureAuditor
+from ppdm.service.ledger import Ledger, ledger_path, read_state
+from ppdm.service.policy import Decision, Policy, PolicyFile, evaluate
+from ppdm.service.profiles import Disclosure, get_profile, input_version
+
+__all__ = [
+    "Job",
+    "PartyNode",
+    "decide",
+    "dry_run",
+    "from_struct",
+    "policy_path",
+    "serve",
+    "to_struct",
+]
+
+log = logging.getLogger(__name__)
+
+MAX_RUNNING_JOBS = 16
+MAX_FINISHED_JOBS = 256
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+PROBE_INTERVAL_S = 1.0
+PROBE_FAILURES = 2
+ACCEPTED_TTL_S = 120.0  # an accepted job the initiator never starts is dropped after this
+INPUT_CHECK_REASON = "the job's parameters do not fit this party's data"
+AUDIT_HISTORY_TIMEOUT_S = 2.0
+MAX_AUDIT_HISTORY = 10_000
+
+STATE_NAMES: dict[int, str] = {
+    pb.JOB_STATE_RUNNING: "running",
+    pb.JOB_STATE_SUCCEEDED: "succeeded",
+    pb.JOB_STATE_FAILED: "failed",
+    pb.JOB_STATE_UNKNOWN: "unknown",
+    pb.JOB_STATE_UNSPECIFIED: "unknown",
+    pb.JOB_STATE_ACCEPTED: "accepted",
+    pb.JOB_STATE_PENDING: "pending",
+    pb.JOB_STATE_REFUSED: "refused",
+    pb.JOB_STATE_CANCELLED: "cancelled",
+}
+_STATE_VALUES = {v: k for k, v in STATE_NAMES.items() if v != "unknown"}
+_OPEN_STATES = (pb.JOB_STATE_ACCEPTED, pb.JOB_STATE_PENDING)
+_DONE_STATES = (
+    pb.JOB_STATE_SUCCEEDED,
+    pb.JOB_STATE_FAILED,
+    pb.JOB_STATE_REFUSED,
+    pb.JOB_STATE_CANCELLED,
+)
+
+
+def to_struct(value: Any) -> struct_pb2.Struct:
+    """``value`` as JSON text in the ``json`` field of a Struct (exact integers)."""
+    s = struct_pb2.Struct()
+    s.update({"json": json.dumps(value)})
+    return s
+
+
+def from_struct(s: struct_pb2.Struct, what: str) -> Any:
+    """Inverse of :func:`to_struct`; ``ValueError`` naming ``what`` on a bad message."""
+    text = s.fields["json"].string_value if "json" in s.fields else ""
+    if not text:
+        raise ValueError(f"{what} carries no 'json' field")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{what} is not valid JSON ({exc})") from None
+
+
+def policy_path(settings: PartySettings) -> Path | None:
+    """The policy file named by ``[node] policy`` in the settings (``None``: the default
+    policy applies)."""
+    node = settings.raw.get("node", {})
+    ref = node.get("policy") if isinstance(node, dict) else None
+    if ref is None:
+        return None
+    if not isinstance(ref, str) or not ref:
+        raise ConfigError(f"{settings.path}: node.policy must be the path of a policy file")
+    p = Path(ref)
+    return p if p.is_absolute() else settings.base_dir / p
+
+
+def _digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def decide(
+    policy: Policy,
+    *,
+    auditor: DisclosureAuditor,
+    ctx: PartyContext,
+    job_id: str,
+    protocol: str,
+    params: Mapping[str, Any],
+    initiator: str,
+    parties: Sequence[str],
+    recent_by_initiator: int = 0,
+    reserve: bool = False,
+    peer_history: Callable[[Sequence[str], str], list[dict[str, Any]]] | None = None,
+) -> tuple[Decision, Disclosure | None, dict[str, Any] | None]:
+    """A node's decision on a job, in order: the policy on the job's declared leakage
+    (:func:`ppdm.service.policy.evaluate`), the parameters against the party's own data
+    (rule ``input_check``), then the cross-job disclosure audit (rule ``audit``). What
+    ``ProposeJob`` and ``ppdm policy check`` use. With ``reserve``, an accepted or
+    pending job's aggregate is reserved in the audit.
+
+    ``peer_history(peers, input_key)`` returns what those co-members report of their
+    audited sums on that input (the node asks over ``AuditHistory``; the dry run does
+    not).
+
+    Returns the decision, the job's declared leakage and the audit record (or ``None``).
+    Refusals carry fixed reasons; the data-dependent details go to the local log.
+    """
+    me = ctx.name
+    profile = get_profile(protocol)
+    rules = policy.rules(protocol)
+
+    def refuse(rule: str, reason: str) -> Decision:
+        return Decision("refuse", rule, reason, results=rules.results, colluders=rules.colluders)
+
+    disclosure: Disclosure | None = None
+    if profile is not None:
+        try:
+            disclosure = profile.disclosure(params, parties, me, ctx)
+        except (PPDMError, OSError, ValueError, TypeError, KeyError) as exc:
+            log.warning("job %s: cannot read its declared leakage: %s", job_id, exc)
+            return refuse("input_check", INPUT_CHECK_REASON), None, None
+    decision = evaluate(
+        policy,
+        job=protocol,
+        params=params,
+        initiator=initiator,
+        parties=parties,
+        me=me,
+        disclosure=disclosure,
+        recent_by_initiator=recent_by_initiator,
+    )
+    if decision.refused:
+        return decision, disclosure, None
+    if profile is not None and profile.precheck is not None:
+        try:
+            profile.precheck(params, parties, me, ctx)
+        except (PPDMError, OSError, ValueError, TypeError, KeyError) as exc:
+            log.warning("job %s refused by the input check: %s", job_id, exc)
+            return refuse("input_check", INPUT_CHECK_REASON), disclosure, None
+    audit: dict[str, Any] | None = None
+    if decision.audit and disclosure is not None and disclosure.aggregate and disclosure.audit_key:
+        try:
+            version = input_version(ctx, disclosure.audit_key)
+            length = None
+            if disclosure.aggregate == "dot":
+                raw = ctx.private_input(disclosure.audit_key.partition(".")[2])
+                length = len(raw) if isinstance(raw, list) else 1
+        except (PPDMError, OSError, ValueError) as exc:
+            log.warning("job %s: cannot read its input for the audit: %s", job_id, exc)
+            return refuse("input_check", INPUT_CHECK_REASON), disclosure, None
+        reported: list[dict[str, Any]] = []
+        if peer_history is not None and disclosure.aggregate == "sum":
+            peers = [p for p in disclosure.participants if p != me]
+            reported = peer_history(peers, disclosure.audit_key)
+        verdict = auditor.check(
+            input_key=disclosure.audit_key,
+            version=version,
+            kind=disclosure.aggregate,
+            parties=disclosure.participants,
+            colluders=decision.colluders,
+            length=length,
+            reported=reported,
+        )
+        if not verdict.ok:
+            return refuse("audit", verdict.reason), disclosure, None
+        audit = {
+            "input_key": disclosure.audit_key,
+            "version": version,
+            "kind": disclosure.aggregate,
+            "parties": list(disclosure.participants),
+        }
+        if reserve:
+            auditor.reserve(
+                job_id,
+                input_key=disclosure.audit_key,
+                version=version,
+                kind=disclosure.aggregate,
+                parties=disclosure.participants,
+            )
+        audit["reported"] = len(reported)
+    return decision, disclosure, audit
+
+
+# The node ------------------------------------------------------------------------------
+
+
+@dataclass
+class Job:
+    """One job at one node, from its proposal to its end."""
+
+    job_id: str
+    protocol: str
+    params: dict[str, Any]
+    initiator: str
+    parties: tuple[str, ...]
+    timeout_s: float
+    state: int = pb.JOB_STATE_ACCEPTED
+    decision: Decision | None = None
+    disclosure: Disclosure | None = None
+    audit: dict[str, Any] | None = None
+    endpoint: Endpoint | None = None
+    links: JobLinks | None = None
+    result: Any = None
+    error: PublicError | None = None
+    rule: str = ""
+    reason: str = ""
+    proposed: float = field(default_factory=time.monotonic)
+    expires: float = 0.0
+    started: float = field(default_factory=time.perf_counter)
+    wall_time_s: float = 0.0
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    done: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def results_to(self) -> str:
+        return self.decision.results if self.decision is not None else "members"
+
+    def error_text(self) -> str:
+        if self.state == pb.JOB_STATE_REFUSED:
+            return f"refused: party {self.error.party if self.error else ''!r} by rule {self.rule!r}: {self.reason}"
+        return self.error.text() if self.error is not None else ""
+
+    def status(self, party: str, *, show_result: bool) -> pb.JobStatus:
+        running = self.state == pb.JOB_STATE_RUNNING
+        msg = pb.JobStatus(
+            job_id=self.job_id,
+            party=party,
+            state=self.state,  # type: ignore[arg-type]
+            error=self.error_text(),
+            wall_time_s=time.perf_counter() - self.started if running else self.wall_time_s,
+            rule=self.rule,
+        )
+        if self.error is not None:
+            msg.error_code = self.error.code
+            msg.error_party = self.error.party
+            msg.error_step = self.error.step
+        if self.state == pb.JOB_STATE_SUCCEEDED:
+            if show_result:
+                msg.result.CopyFrom(to_struct(self.result))
+            else:
+                msg.result_withheld = True
+        steps = self.endpoint.metrics.as_list() if self.endpoint is not None else self.metrics
+        for step in steps:
+            msg.metrics.add(**step)
+        return msg
+
+    def record(self) -> dict[str, Any]:
+        """What the ledger's job table keeps (survives a restart)."""
+        steps = self.endpoint.metrics.as_list() if self.endpoint is not None else self.metrics
+        return {
+            "job_id": self.job_id,
+            "protocol": self.protocol,
+            "initiator": self.initiator,
+            "parties": list(self.parties),
+            "params": self.params,
+            "state": STATE_NAMES[self.state],
+            "result": self.result,
+            "error": self.error.as_dict() if self.error is not None else None,
+            "rule": self.rule,
+            "reason": self.reason,
+            "results_to": self.results_to,
+            "wall_time_s": self.wall_time_s,
+            "metrics": steps,
+        }
+
+    @classmethod
+    def from_record(cls, rec: dict[str, Any]) -> Job:
+        err = rec.get("error") or None
+        job = cls(
+            job_id=rec["job_id"],
+            protocol=rec.get("protocol", ""),
+            params=rec.get("params", {}),
+            initiator=rec.get("initiator", ""),
+            parties=tuple(rec.get("parties", ())),
+            timeout_s=0.0,
+            state=_STATE_VALUES.get(rec.get("state", ""), pb.JOB_STATE_FAILED),
+            result=rec.get("result"),
+            error=PublicError(err["code"], err["party"], err.get("step", "")) if err else None,
+            rule=rec.get("rule", ""),
+            reason=rec.get("reason", ""),
+            wall_time_s=float(rec.get("wall_time_s", 0.0)),
+            metrics=list(rec.get("metrics", [])),
+        )
+        job.decision = Decision("accept", results=rec.get("results_to", "members"))
+        job.done.set()
+        return job
+
+
+class PartyNode:
+    """A party's gRPC node (see the module docstring). ``start()``, then ``stop()``."""
+
+    def __init__(
+        self,
+        settings: PartySettings,
+        *,
+        probe_peers: bool = True,
+        pending_wait_s: float = PENDING_JOB_WAIT_S,
+    ) -> None:
+        self.settings = settings
+        self.name = settings.name
+        self.consortium = settings.consortium
+        self.policy = PolicyFile(policy_path(settings))
+        self.ledger = Ledger(ledger_path(settings))
+        self.auditor = DisclosureAuditor(self.name, self.ledger)
+        self._jobs: OrderedDict[str, Job] = OrderedDict()
+        self._endpoints: dict[str, Endpoint] = {}
+        self._links: dict[str, JobLinks] = {}
+        self._rate: dict[str, deque[float]] = {}
+        self._cond = threading.Condition()
+        self._channels: dict[str, grpc.Channel] = {}
+        self._channel_lock = threading.Lock()
+        self._server: grpc.Server | None = None
+        self._stopping = threading.Event()
+        self._probe_peers = probe_peers
+        self.pending_wait_s = pending_wait_s
+        self._monitor: threading.Thread | None = None
+        self.port: int | None = None
+        self._recover()
+
+    def _recover(self) -> None:
+        """Jobs a previous run of this node left open ended with it: record that."""
+        for rec in self.ledger.jobs(states=("running", "accepted", "pending")):
+            was = rec.get("state")
+            rec["state"] = "failed" if was == "running" else "cancelled"
+            rec["error"] = PublicError(
+                "shutting_down" if was == "running" else "cancelled", self.name
+            ).as_dict()
+            self.ledger.save_job(rec["job_id"], rec)
+            self.ledger.append(
+                "finish",
+                {"state": rec["state"], "error": rec["error"], "note": "node restarted"},
+                job_id=rec["job_id"],
+            )
+
+    # Life cycle --------------------------------------------------------------------------
+
+    def start(self) -> int:
+        """Bind the listen address and start serving; returns the bound port."""
+        server = grpc.server(
+            futures.ThreadPoolExecutor(
+                max_workers=self.settings.max_workers, thread_name_prefix=f"ppdm-{self.name}"
+            ),
+            options=channel_options(self.consortium),
+        )
+        _add_party_service(_Servicer(self), server)
+        try:
+            port = server.add_secure_port(self.settings.listen, server_credentials(self.settings))
+        except RuntimeError as exc:
+            raise ConfigError(f"cannot listen on {self.settings.listen}: {exc}") from None
+        if port == 0:
+            raise ConfigError(f"cannot listen on {self.settings.listen} (address in use?)")
+        server.start()
+        self._server = server
+        self.port = port
+        self._monitor = threading.Thread(
+            target=self._watch, name=f"ppdm-{self.name}-monitor", daemon=True
+        )
+        self._monitor.start()
+        self.ledger.append(
+            "node",
+            {
+                "event": "start",
+                "version": __version__,
+                "policy": str(self.policy.path or "<default>"),
+                "consortium": self.consortium.name,
+            },
+        )
+        log.info(
+            "party %s of consortium %s serving on %s (mutual TLS, policy %s)",
+            self.name,
+            self.consortium.name,
+            self.settings.listen,
+            self.policy.path or "<default>",
+        )
+        return port
+
+    def stop(self, grace: float = 5.0) -> None:
+        """Stop serving: fail running jobs, let in-flight calls finish for ``grace`` s."""
+        self._stopping.set()
+        with self._cond:
+            running = [j for j in self._jobs.values() if j.state == pb.JOB_STATE_RUNNING]
+        public = PublicError("shutting_down", self.name)
+        for job in running:
+            if job.endpoint is not None:
+                job.endpoint.abort(public.text(), code=public.code, party=public.party)
+        for job in running:
+            job.done.wait(min(grace, 5.0))
+        if self._server is not None:
+            self._server.stop(grace).wait(grace + 1)
+        with self._channel_lock:
+            for ch in self._channels.values():
+                ch.close()
+            self._channels.clear()
+        self.ledger.close()
+        log.info("party %s stopped", self.name)
+
+    def wait(self) -> None:
+        if self._server is not None:
+            self._server.wait_for_termination()
+
+    def __enter__(self) -> PartyNode:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop(grace=1.0)
+
+    def reload_policy(self) -> bool:
+        """Re-read the policy file (also done on SIGHUP and whenever the file changes)."""
+        ok = self.policy.reload()
+        self.ledger.append("policy", {"event": "reload", "ok": ok, "path": str(self.policy.path)})
+        return ok
+
+    # Channels ----------------------------------------------------------------------------
+
+    def channel(self, peer: str) -> grpc.Channel:
+        """The node's shared mTLS channel to ``peer``."""
+        with self._channel_lock:
+            ch = self._channels.get(peer)
+            if ch is None:
+                ch = self._channels[peer] = open_channel(self.settings, peer)
+            return ch
+
+    # Endpoints ---------------------------------------------------------------------------
+
+    def open_endpoint(
+        self, job_id: str, parties: Sequence[str], *, timeout: float
+    ) -> tuple[Endpoint, JobLinks]:
+        """A gRPC-backed endpoint of job ``job_id`` at this node (what ``StartJob`` uses;
+        tests use it to run arbitrary functions over the real transport)."""
+        links = JobLinks(
+            job_id,
+            self.channel,
+            max_chunk=frame_bytes(self.consortium),
+            timeout=timeout,
+        )
+        endpoint = Endpoint(
+            self.name,
+            parties,
+            links.transmit,
+            job_id=job_id,
+            consortium=self.consortium.name,
+            timeout=timeout,
+        )
+        links.endpoint = endpoint
+        with self._cond:
+            if job_id in self._endpoints:
+                raise ValueError(f"job {job_id!r} already exists at {self.name!r}")
+            self._endpoints[job_id] = endpoint
+            self._links[job_id] = links
+            self._cond.notify_all()
+        return endpoint, links
+
+    def close_endpoint(self, job_id: str, *, timeout: float = 10.0) -> dict[str, str]:
+        """Close a job's outgoing streams; the endpoint stays for late frames."""
+        with self._cond:
+            ep = self._endpoints.get(job_id)
+            links = self._links.pop(job_id, None)
+        errors = links.close(timeout) if links is not None else {}
+        if ep is not None:
+            ep.close()
+        return errors
+
+    def _lookup(self, job_id: str, wait_s: float) -> Endpoint | None:
+        deadline = time.monotonic() + wait_s
+        with self._cond:
+            while True:
+                ep = self._endpoints.get(job_id)
+                if ep is not None or self._stopping.is_set():
+                    return ep
+                job = self._jobs.get(job_id)
+                if job is not None and job.state in _DONE_STATES:
+                    return None  # refused, cancelled or over: refuse its frames at once
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self._cond.wait(remaining)
+
+    def forget_endpoint(self, job_id: str) -> None:
+        """Drop a closed endpoint opened with :meth:`open_endpoint`."""
+        with self._cond:
+            self._endpoints.pop(job_id, None)
+            self._links.pop(job_id, None)
+
+    # Phase 1: proposal ---------------------------------------------------------------------
+
+    def _context(self) -> PartyContext:
+        return PartyContext(
+            name=self.name, settings=self.settings.raw, base_dir=self.settings.base_dir
+        )
+
+    def _check_request(
+        self, request: pb.JobRequest, caller: str
+    ) -> tuple[tuple[str, ...], float, dict[str, Any]]:
+        """The request's own checks (raise ConfigError / PermissionError)."""
+        if request.consortium != self.consortium.name:
+            raise ConfigError(
+                f"job is for consortium {request.consortium!r}, this node is in "
+                f"{self.consortium.name!r}"
+            )
+        if request.initiator != caller:
+            raise PermissionError(
+                f"party {caller!r} cannot start a job on behalf of {request.initiator!r}"
+            )
+        job_id = request.job_id
+        if not job_id or len(job_id) > 128 or not job_id.isascii():
+            raise ConfigError("job id must be 1 to 128 ASCII characters")
+        parties = self.consortium.order(list(request.parties) or list(self.consortium.names))
+        if self.name not in parties:
+            raise ConfigError(f"party {self.name!r} is not a member of job {job_id!r}")
+        if caller not in parties:
+            raise PermissionError(f"initiator {caller!r} is not a member of job {job_id!r}")
+        timeout = request.timeout_s or self.settings.job_timeout_s
+        if not 0 < timeout <= MAX_TIMEOUT_S:
+            raise ConfigError(f"job timeout must be in (0, {MAX_TIMEOUT_S:g}] s")
+        spec = get_job(request.protocol)
+        try:
+            given = from_struct(request.params, "job parameters")
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        if not isinstance(given, dict):
+            raise ConfigError("job parameters must be a JSON object")
+        return parties, float(timeout), spec.params(given)
+
+    def decide(
+        self,
+        *,
+        job_id: str,
+        protocol: str,
+        params: dict[str, Any],
+        initiator: str,
+        parties: Sequence[str],
+        reserve: bool,
+    ) -> tuple[Decision, Disclosure | None, dict[str, Any] | None]:
+        """This node's decision on a job (see :func:`decide`)."""
+        policy = self.policy.current()
+        return decide(
+            policy,
+            auditor=self.auditor,
+            ctx=self._context(),
+            job_id=job_id,
+            protocol=protocol,
+            params=params,
+            initiator=initiator,
+            parties=parties,
+            recent_by_initiator=self._recent(initiator, policy.rules(protocol).rate_per_s),
+            reserve=reserve,
+            peer_history=self._peer_history,
+        )
+
+    def _peer_history(self, peers: Sequence[str], input_key: str) -> list[dict[str, Any]]:
+        """What ``peers`` report of their audited sums on ``input_key``, asked in
+        parallel (a peer that does not answer in time adds nothing: the audit then rests
+        on this node's own history and the others')."""
+        calls = []
+        for peer in peers:
+            stub = party_pb2_grpc.PartyStub(self.channel(peer))
+            request = pb.AuditHistoryRequest(input_key=input_key)
+            calls.append((peer, stub.AuditHistory.future(request, timeout=AUDIT_HISTORY_TIMEOUT_S)))
+        names = set(self.consortium.names)
+        out = []
+        for peer, call in calls:
+            try:
+                reply = call.result()
+            except grpc.RpcError as exc:
+                log.warning("audit history from %s not available: %s", peer, exc.code())  # type: ignore[attr-defined]
+                continue
+            for q in reply.queries[:MAX_AUDIT_HISTORY]:
+                parties = list(q.parties)
+                if q.job_id and len(q.job_id) <= 128 and parties and set(parties) <= names:
+                    out.append({"job_id": q.job_id, "kind": "sum", "parties": parties})
+        return out
+
+    def audit_history(self, input_key: str) -> list[dict[str, Any]]:
+        """This node's audited sums on its current version of ``input_key``."""
+        table, _, name = input_key.partition(".")
+        if table not in ("inputs", "data") or not name or len(input_key) > 128:
+            return []
+        try:
+            version = input_version(self._context(), input_key)
+        except (PPDMError, OSError, ValueError):
+            return []
+        return self.auditor.shareable(input_key, version)[-MAX_AUDIT_HISTORY:]
+
+    def _recent(self, initiator: str, window_s: float) -> int:
+        now = time.monotonic()
+        with self._cond:
+            times = self._rate.get(initiator)
+            if not times:
+                return 0
+            while times and now - times[0] > window_s:
+                times.popleft()
+            return len(times)
+
+    def propose_job(self, request: pb.JobRequest, caller: str) -> Job:
+        """Phase 1 (``ProposeJob``): decide on a job; returns it accepted, pending or
+        refused. Raises :class:`ConfigError` / :class:`PermissionError` for a bad
+        request, :class:`FileExistsError` for a known id."""
+        self._expire()
+        try:
+            parties, timeout, params = self._check_request(request, caller)
+        except (ConfigError, PermissionError) as exc:
+            self.ledger.append(
+                "request",
+                {
+                    "protocol": request.protocol,
+                    "initiator": caller,
+                    "parties": list(request.parties),
+                    "decision": "invalid",
+                    "reason": str(exc)[:500],
+                },
+                job_id=request.job_id[:128],
+            )
+            raise
+        job_id = request.job_id
+        with self._cond:
+            if job_id in self._jobs or job_id in self._endpoints or self.ledger.load_job(job_id):
+                raise FileExistsError(f"job {job_id!r} already exists at {self.name!r}")
+        decision, disclosure, audit = self.decide(
+            job_id=job_id,
+            protocol=request.protocol,
+            params=params,
+            initiator=caller,
+            parties=parties,
+            reserve=True,
+        )
+        state = {
+            "accept": pb.JOB_STATE_ACCEPTED,
+            "pending": pb.JOB_STATE_PENDING,
+            "refuse": pb.JOB_STATE_REFUSED,
+        }[decision.outcome]
+        now = time.monotonic()
+        job = Job(
+            job_id=job_id,
+            protocol=get_job(request.protocol).name,
+            params=params,
+            initiator=caller,
+            parties=parties,
+            timeout_s=timeout,
+            state=state,
+            decision=decision,
+            disclosure=disclosure,
+            audit=audit,
+            rule=decision.rule,
+            reason=decision.reason,
+            expires=now + (decision.expires_s if decision.outcome == "pending" else ACCEPTED_TTL_S),
+        )
+        if decision.refused:
+            job.error = PublicError("refused", self.name)
+            job.done.set()
+        with self._cond:
+            if job_id in self._jobs:
+                raise FileExistsError(f"job {job_id!r} already exists at {self.name!r}")
+            self._jobs[job_id] = job
+            if not decision.refused:
+                self._rate.setdefault(caller, deque()).append(now)
+            self._trim_jobs()
+        self.ledger.append(
+            "request",
+            {
+                "protocol": job.protocol,
+                "initiator": caller,
+                "parties": list(parties),
+                "params": params,
+                "leakage": disclosure.as_dict() if disclosure is not None else None,
+                "decision": decision.outcome,
+                "rule": decision.rule,
+                "reason": decision.reason,
+                "audit": audit,
+            },
+            job_id=job_id,
+        )
+        self.ledger.save_job(job_id, job.record())
+        log.info(
+            "job %s (%s) from %s with parties %s: %s%s",
+            job_id,
+            job.protocol,
+            caller,
+            list(parties),
+            decision.outcome,
+            f" by rule {decision.rule!r}" if decision.rule else "",
+        )
+        return job
+
+    # Phase 2: start ------------------------------------------------------------------------
+
+    def start_job(self, job_id: str, caller: str) -> Job:
+        """Phase 2 (``StartJob``): run an accepted job. Raises :class:`PermissionError`
+        (not the initiator), :class:`LookupError` (unknown job), :class:`RuntimeError`
+        (not accepted: refused, pending, cancelled, expired or started already) or
+        :class:`OverflowError` (too many running jobs)."""
+        self._expire()
+        with self._cond:
+            job = self._jobs.get(job_id)
+            if job is None:
+                raise LookupError(f"job {job_id!r} was not proposed at {self.name!r}")
+            if caller != job.initiator:
+                raise PermissionError(f"only the initiator may start job {job_id!r}")
+            if job.state != pb.JOB_STATE_ACCEPTED:
+                raise RuntimeError(
+                    f"job {job_id!r} is {STATE_NAMES[job.state]} at {self.name!r}, not accepted"
+                )
+            running = sum(j.state == pb.JOB_STATE_RUNNING for j in self._jobs.values())
+            # Every running job holds one server thread per incoming peer stream.
+            streams = (running + 1) * (len(job.parties) - 1)
+            if running >= MAX_RUNNING_JOBS or streams + 8 > self.settings.max_workers:
+                raise OverflowError(
+                    f"{running} jobs already running at {self.name!r} "
+                    f"(node.max_workers = {self.settings.max_workers})"
+                )
+            job.state = pb.JOB_STATE_RUNNING
+        try:
+            endpoint, links = self.open_endpoint(job_id, job.parties, timeout=job.timeout_s)
+        except ValueError as exc:  # the same id started twice at once
+            raise RuntimeError(str(exc)) from None
+        job.endpoint, job.links = endpoint, links
+        job.started = time.perf_counter()
+        self.auditor.record(job_id)  # a started job's answer counts, whatever its outcome
+        self.ledger.append("start", {"parties": list(job.parties)}, job_id=job_id)
+        self.ledger.save_job(job_id, job.record())
+        threading.Thread(
+            target=self._run_job, args=(job,), name=f"ppdm-job-{job_id[:8]}", daemon=True
+        ).start()
+        log.info("job %s (%s) started by %s", job_id, job.protocol, caller)
+        return job
+
+    def cancel_job(self, job_id: str, caller: str) -> Job:
+        """``CancelJob``: the initiator withdraws a job (a running one is aborted)."""
+        with self._cond:
+            job = self._jobs.get(job_id)
+            if job is None:
+                raise LookupError(f"job {job_id!r} is not known at {self.name!r}")
+            if caller not in (job.initiator, self.name):
+                raise PermissionError(f"only the initiator may cancel job {job_id!r}")
+            state = job.state
+            if state in _OPEN_STATES:
+                job.state = pb.JOB_STATE_CANCELLED
+                job.error = PublicError("cancelled", caller)
+                job.done.set()
+                self._cond.notify_all()
+        if state in _OPEN_STATES:
+            self.auditor.release(job_id)
+            self.ledger.append("finish", {"state": "cancelled", "by": caller}, job_id=job_id)
+            self.ledger.save_job(job_id, job.record())
+        elif state == pb.JOB_STATE_RUNNING and job.endpoint is not None:
+            public = PublicError("cancelled", caller)
+            job.endpoint.abort(public.text(), code=public.code, party=public.party)
+        return job
+
+    def owner_decision(self, job_id: str, *, approve: bool, reason: str, caller: str) -> Job:
+        """``DecideJob``: the owner approves or rejects a pending job."""
+        if caller != self.name:
+            raise PermissionError("only this node's own party may approve or reject its jobs")
+        self._expire()
+        with self._cond:
+            job = self._jobs.get(job_id)
+            if job is None:
+                raise LookupError(f"job {job_id!r} is not known at {self.name!r}")
+            if job.state != pb.JOB_STATE_PENDING:
+                raise RuntimeError(f"job {job_id!r} is {STATE_NAMES[job.state]}, not pending")
+            if approve:
+                job.state = pb.JOB_STATE_ACCEPTED
+                job.expires = time.monotonic() + ACCEPTED_TTL_S
+                job.rule, job.reason = "", ""
+            else:
+                job.state = pb.JOB_STATE_REFUSED
+                job.rule = "owner"
+                job.reason = (reason or "rejected by the owner")[:500]
+                job.error = PublicError("refused", self.name)
+                job.done.set()
+            self._cond.notify_all()
+        if not approve:
+            self.auditor.release(job_id)
+        self.ledger.append("approval", {"approved": approve, "reason": reason[:500]}, job_id=job_id)
+        self.ledger.save_job(job_id, job.record())
+        log.info("job %s %s by the owner", job_id, "approved" if approve else "rejected")
+        return job
+
+    def pending_jobs(self) -> list[Job]:
+        self._expire()
+        with self._cond:
+            return [j for j in self._jobs.values() if j.state == pb.JOB_STATE_PENDING]
+
+    def _expire(self) -> None:
+        """End pending jobs whose approval deadline passed and accepted jobs never started."""
+        now = time.monotonic()
+        ended: list[tuple[Job, str]] = []
+        with self._cond:
+            for job in self._jobs.values():
+                if job.state in _OPEN_STATES and job.expires and now > job.expires:
+                    if job.state == pb.JOB_STATE_PENDING:
+                        job.state = pb.JOB_STATE_REFUSED
+                        job.rule, job.reason = (
+                            "consent.expired",
+                            "the owner did not approve in time",
+                        )
+                        job.error = PublicError("expired", self.name)
+                    else:
+                        job.state = pb.JOB_STATE_CANCELLED
+                        job.error = PublicError("cancelled", job.initiator)
+                    job.done.set()
+                    ended.append((job, STATE_NAMES[job.state]))
+            if ended:
+                self._cond.notify_all()
+        for job, state in ended:
+            self.auditor.release(job.job_id)
+            self.ledger.append("finish", {"state": state, "rule": job.rule}, job_id=job.job_id)
+            self.ledger.save_job(job.job_id, job.record())
+
+    def _trim_jobs(self) -> None:
+        finished = [k for k, j in self._jobs.items() if j.state in _DONE_STATES]
+        for k in finished[: max(len(finished) - MAX_FINISHED_JOBS, 0)]:
+            del self._jobs[k]
+            self._endpoints.pop(k, None)
+            self._links.pop(k, None)
+
+    def _run_job(self, job: Job) -> None:
+        spec = get_job(job.protocol)
+        assert job.endpoint is not None and job.links is not None
+        state, result, error = pb.JOB_STATE_FAILED, None, None
+        try:
+            out = spec.run(job.endpoint, job.params, self._context())
+            if not isinstance(out, dict):
+                raise TypeError(f"job {job.protocol!r} returned a {type(out).__name__}, not a dict")
+            result = json.loads(json.dumps(out))  # must be JSON; normalizes tuples etc.
+            state = pb.JOB_STATE_SUCCEEDED
+        except BaseException as exc:  # a failed job never takes the node down
+            error = PublicError.of(exc, self.name)
+            # The details stay in this node's log; peers get the code and the step only.
+            log.warning(
+                "job %s failed at %s: %s: %s", job.job_id, self.name, type(exc).__name__, exc
+            )
+            job.endpoint.abort(error.text(), code=error.code, party=error.party, step=error.step)
+        errors = job.links.close(job.timeout_s)
+        with self._cond:
+            self._links.pop(job.job_id, None)
+        for peer, err in errors.items():
+            log.warning("job %s: closing the stream to %s: %s", job.job_id, peer, err)
+        job.endpoint.close()
+        with self._cond:
+            job.result, job.error = result, error
+            job.wall_time_s = time.perf_counter() - job.started
+            job.state = state
+            job.done.set()
+            self._cond.notify_all()
+        self.ledger.append(
+            "finish",
+            {
+                "state": STATE_NAMES[state],
+                "result_sha256": _digest(result) if result is not None else None,
+                "error": error.as_dict() if error is not None else None,
+                "wall_time_s": round(job.wall_time_s, 6),
+            },
+            job_id=job.job_id,
+        )
+        self.ledger.save_job(job.job_id, job.record())
+        log.info(
+            "job %s %s at %s in %.3f s",
+            job.job_id,
+            STATE_NAMES[state],
+            self.name,
+            job.wall_time_s,
+        )
+
+    def job(self, job_id: str) -> Job | None:
+        """A job of this node, from memory or (after a restart) from the ledger."""
+        self._expire()
+        with self._cond:
+            job = self._jobs.get(job_id)
+        if job is not None:
+            return job
+        rec = self.ledger.load_job(job_id)
+        return Job.from_record(rec) if rec else None
+
+    def running_jobs(self, member: str | None = None) -> list[str]:
+        """Ids of the running jobs (only those ``member`` takes part in, if given)."""
+        with self._cond:
+            return [
+                k
+                for k, j in self._jobs.items()
+                if j.state == pb.JOB_STATE_RUNNING and (member is None or member in j.parties)
+            ]
+
+    def may_see_result(self, job: Job, caller: str) -> bool:
+        to = job.results_to
+        if caller == self.name:
+            return True
+        if to == "owner":
+            return False
+        if to == "initiator":
+            return caller == job.initiator
+        return caller in job.parties
+
+    # Housekeeping and peer monitor -----------------------------------------------------------
+
+    def _watch(self) -> None:
+        """Expire old proposals; declare a running job's peer dead when its node refuses
+        connections."""
+        failures: dict[str, int] = {}
+        while not self._stopping.wait(PROBE_INTERVAL_S):
+            self._expire()
+            if not self._probe_peers:
+                continue
+            with self._cond:
+                running = [j for j in self._jobs.values() if j.state == pb.JOB_STATE_RUNNING]
+            peers = {p for j in running for p in j.parties if p != self.name}
+            for peer in sorted(peers):
+                try:
+                    party_pb2_grpc.PartyStub(self.channel(peer)).Health(
+                        pb.HealthRequest(), timeout=max(PROBE_INTERVAL_S * 2, 2.0)
+                    )
+                    failures[peer] = 0
+                except grpc.RpcError as exc:
+                    if exc.code() != grpc.StatusCode.UNAVAILABLE:  # type: ignore[attr-defined]
+                        continue  # slow or busy is not dead; the receive timeout covers it
+                    failures[peer] = failures.get(peer, 0) + 1
+                    if failures[peer] >= PROBE_FAILURES:
+                        for job in running:
+                            if peer in job.parties and job.endpoint is not None:
+                                job.endpoint.fail_party(
+                                    peer, "the party's node is unreachable (connection refused)"
+                                )
+
+
+class _Servicer(party_pb2_grpc.PartyServicer):
+    def __init__(self, node: PartyNode) -> None:
+        self.node = node
+
+    def Exchange(self, request_iterator: Any, context: grpc.ServicerContext) -> Any:
+        return handle_exchange(
+            request_iterator,
+            context,
+            consortium=self.node.consortium,
+            lookup=self.node._lookup,
+            pending_wait_s=self.node.pending_wait_s,
+        )
+
+    def ProposeJob(self, request: pb.JobRequest, context: grpc.ServicerContext) -> Any:
+        caller = authenticate(context, self.node.consortium)
+        try:
+            job = self.node.propose_job(request, caller)
+        except PermissionError as exc:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
+        except FileExistsError as exc:
+            context.abort(grpc.StatusCode.ALREADY_EXISTS, str(exc))
+        except PPDMError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        decision = {
+            pb.JOB_STATE_ACCEPTED: pb.DECISION_ACCEPTED,
+            pb.JOB_STATE_PENDING: pb.DECISION_PENDING,
+        }.get(job.state, pb.DECISION_REFUSED)  # type: ignore[call-overload]
+        return pb.JobDecision(
+            job_id=job.job_id,
+            party=self.node.name,
+            decision=decision,
+            rule=job.rule,
+            reason=job.reason,
+            expires_in_s=max(job.expires - time.monotonic(), 0.0)
+            if job.state == pb.JOB_STATE_PENDING
+            else 0.0,
+        )
+
+    def StartJob(self, request: pb.JobRef, context: grpc.ServicerContext) -> Any:
+        caller = authenticate(context, self.node.consortium)
+        try:
+            job = self.node.start_job(request.job_id, caller)
+        except PermissionError as exc:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
+        except LookupError as exc:
+            context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+        except OverflowError as exc:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+        except RuntimeError as exc:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        return pb.JobAccepted(job_id=job.job_id, party=self.node.name)
+
+    def CancelJob(self, request: pb.JobRef, context: grpc.ServicerContext) -> Any:
+        caller = authenticate(context, self.node.consortium)
+        try:
+            job = self.node.cancel_job(request.job_id, caller)
+        except PermissionError as exc:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
+        except LookupError as exc:
+            context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+        return job.status(self.node.name, show_result=False)
+
+    def GetJobStatus(self, request: pb.JobStatusRequest, context: grpc.ServicerContext) -> Any:
+        caller = authenticate(context, self.node.consortium)
+        job = self.node.job(request.job_id)
+        if job is None:
+            return pb.JobStatus(
+                job_id=request.job_id, party=self.node.name, state=pb.JOB_STATE_UNKNOWN
+            )
+        if caller not in job.parties and caller != self.node.name:
+            context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"party {caller!r} is not a member of job {request.job_id!r}",
+            )
+        status = job.status(self.node.name, show_result=self.node.may_see_result(job, caller))
+        limit = self.node.consortium.max_message_bytes
+        if status.ByteSize() > limit:
+            size = status.ByteSize()
+            status.ClearField("result")
+            status.state = pb.JOB_STATE_FAILED
+            status.error = (
+                f"the job's result ({size} bytes) does not fit in one message of at most "
+                f"{limit} bytes; raise max_message_bytes in the consortium file"
+            )
+        return status
+
+    def Health(self, request: pb.HealthRequest, context: grpc.ServicerContext) -> Any:
+        caller = authenticate(context, self.node.consortium)
+        return pb.HealthReply(
+            party=self.node.name,
+            consortium=self.node.consortium.name,
+            version=__version__,
+            running_jobs=self.node.running_jobs(caller),
+        )
+
+    def ListPending(self, request: pb.PendingRequest, context: grpc.ServicerContext) -> Any:
+        caller = authenticate(context, self.node.consortium)
+        if caller != self.node.name:
+            context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                "only this node's own party may list its pending jobs",
+            )
+        now = time.monotonic()
+        out = pb.PendingJobs()
+        for job in self.node.pending_jobs():
+            out.jobs.add(
+                job_id=job.job_id,
+                protocol=job.protocol,
+                initiator=job.initiator,
+                parties=list(job.parties),
+                params_json=json.dumps(job.params),
+                leakage=job.disclosure.leakage if job.disclosure is not None else "",
+                expires_in_s=max(job.expires - now, 0.0),
+                age_s=now - job.proposed,
+            )
+        return out
+
+    def DecideJob(self, request: pb.OwnerDecision, context: grpc.ServicerContext) -> Any:
+        caller = authenticate(context, self.node.consortium)
+        try:
+            job = self.node.owner_decision(
+                request.job_id, approve=request.approve, reason=request.reason, caller=caller
+            )
+        except PermissionError as exc:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
+        except LookupError as exc:
+            context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+        except RuntimeError as exc:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        return job.status(self.node.name, show_result=False)
+
+    def AuditHistory(self, request: pb.AuditHistoryRequest, context: grpc.ServicerContext) -> Any:
+        authenticate(context, self.node.consortium)
+        out = pb.AuditHistoryReply()
+        for q in self.node.audit_history(request.input_key):
+            out.queries.add(job_id=q["job_id"], parties=q["parties"])
+        return out
+
+
+def _add_party_service(servicer: _Servicer, server: grpc.Server) -> None:
+    """Register the ``ppdm.v1.Party`` service like the generated
+    ``add_PartyServicer_to_server``, except that ``Exchange`` gets its frames as raw
+    bytes (parsed by :func:`ppdm.parties.grpc_net.parse_frame` without copying chunks)."""
+
+    def unary(method: Any, request: Any, response: Any) -> grpc.RpcMethodHandler:
+        return grpc.unary_unary_rpc_method_handler(
+            method,
+            request_deserializer=request.FromString,
+            response_serializer=response.SerializeToString,
+        )
+
+    handlers = {
+        "Exchange": grpc.stream_unary_rpc_method_handler(
+            servicer.Exchange,
+            request_deserializer=None,
+            response_serializer=env_pb.ExchangeSummary.SerializeToString,
+        ),
+        "ProposeJob": unary(servicer.ProposeJob, pb.JobRequest, pb.JobDecision),
+        "StartJob": unary(servicer.StartJob, pb.JobRef, pb.JobAccepted),
+        "CancelJob": unary(servicer.CancelJob, pb.JobRef, pb.JobStatus),
+        "GetJobStatus": unary(servicer.GetJobStatus, pb.JobStatusRequest, pb.JobStatus),
+        "Health": unary(servicer.Health, pb.HealthRequest, pb.HealthReply),
+        "ListPending": unary(servicer.ListPending, pb.PendingRequest, pb.PendingJobs),
+        "DecideJob": unary(servicer.DecideJob, pb.OwnerDecision, pb.JobStatus),
+        "AuditHistory": unary(servicer.AuditHistory, pb.AuditHistoryRequest, pb.AuditHistoryReply),
+    }
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler("ppdm.v1.Party", handlers),)
+    )
+
+
+def serve(settings: PartySettings, *, grace: float = 5.0) -> int:
+    """Run a node until SIGINT or SIGTERM, then shut down cleanly; returns the exit code.
+    SIGHUP re-reads the policy file."""
+    node = PartyNode(settings)
+    stop = threading.Event()
+    received: list[int] = []
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        received.append(signum)
+        stop.set()
+
+    def on_hup(_signum: int, _frame: Any) -> None:
+        threading.Thread(target=node.reload_policy, daemon=True).start()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_hup)
+    try:
+        node.start()
+        while not stop.wait(0.5):
+            pass
+        log.info(
+            "party %s received %s, shutting down", settings.name, signal.Signals(received[0]).name
+        )
+    finally:
+        node.stop(grace)
+        for s, h in previous.items():
+            signal.signal(s, h)
+    return 0
+
+
+# Dry run ---------------------------------------------------------------------------------
+
+
+class _ReadOnlyState:
+    """The ledger's state table, read without writing (the node may be running)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def load_state(self, key: str) -> dict[str, Any] | None:
+        return read_state(self.path, key)
+
+    def save_state(self, key: str, value: Mapping[str, Any]) -> None:
+        raise RuntimeError("the dry run records nothing")
+
+
+def dry_run(
+    settings: PartySettings,
+    name: str,
+    params: Mapping[str, Any],
+    *,
+    parties: Sequence[str],
+    initiator: str,
+) -> dict[str, Any]:
+    """What this party's node would decide on job ``name`` (``ppdm policy check``):
+    the same :func:`decide` as ``ProposeJob``, with the audit history read from the
+    node's ledger; nothing is sent, recorded or reserved. Rate limits are not
+    simulated (they depend on the running node's recent jobs)."""
+    path = policy_path(settings)
+    policy = PolicyFile(path).current()
+    auditor = DisclosureAuditor(settings.name, _ReadOnlyState(ledger_path(settings)))
+    ctx = PartyContext(name=settings.name, settings=settings.raw, base_dir=settings.base_dir)
+    spec = get_job(name)
+    decision, disclosure, audit = decide(
+        policy,
+        auditor=auditor,
+        ctx=ctx,
+        job_id="dry-run",
+        protocol=spec.name,
+        params=dict(params),
+        initiator=initiator,
+        parties=settings.consortium.order(list(parties)),
+    )
+    return {
+        "job": spec.name,
+        "party": settings.name,
+        "initiator": initiator,
+        "parties": list(settings.consortium.order(list(parties))),
+        "decision": decision.outcome,
+        "rule": decision.rule,
+        "reason": decision.reason,
+        "results_to": decision.results,
+        "leakage": disclosure.as_dict() if disclosure is not None else None,
+        "audit": audit,
+        "policy": str(path) if path is not None else "<default policy>",
+    }

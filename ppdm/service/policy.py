@@ -1,0 +1,646 @@
+"""The data owner's policy: what this party's node lets a job do with its data.
+
+Every node checks every job against its owner's policy *before* anything runs (the
+``ProposeJob`` call of :mod:`ppdm.service.node`), and again when the job is started. The
+policy is a TOML file named in the party's settings (``[node] policy = "policy.toml"``);
+without one the node applies :data:`DEFAULT_POLICY_TOML`, which ``ppdm consortium init``
+also writes next to every settings file. The schema, with worked examples, is in
+``docs/governance.md``; in short::
+
+    version = 1
+
+    [defaults]                    # for every job, unless a [jobs.NAME] table overrides
+    jobs = ["*"]                  # jobs that may run ("*": every job with a profile)
+    initiators = ["*"]            # roster members who may start jobs with this party
+    co_parties = ["*"]            # members this party may compute with
+    min_parties = 3               # jobs on this party's private data need this many parties
+    max_parties = 64
+    consent = false               # true: such jobs wait for `ppdm job approve`
+    consent_timeout_s = 3600
+    results = "members"           # who reads this node's results: members | initiator | owner
+                                  # | shares (only jobs that keep outputs as secret shares)
+    rate_limit = { jobs = 120, per_s = 3600 }   # per initiator
+    colluders = 1                 # the audit assumes this many other members pool what they know
+    audit = true                  # the cross-job disclosure audit (false: e.g. public data)
+
+    [jobs.assoc]                  # per job: allow, the keys above, parameter rules
+    allow = true
+    [jobs.assoc.params]
+    min_support = { min = 0.01 }  # { min, max } | { values = [...] } | { any = true }
+    reveal_counts = { values = [false, true] }    # allow a disclosure-changing value
+
+    [data.records]                # per data set ([inputs.KEY] for private inputs)
+    jobs = ["kmeans"]             # the jobs that may read it
+    columns = ["age", "income"]   # the columns a job may read (the job must name them)
+    min_cluster_size = 10         # minimum records per released k-means centre
+    explicit_centres = false      # starting centres on this party's columns (default: refused)
+
+Parameters that change what this party discloses (``reveal_counts``, ``report_local``,
+``include_labels``, ``pad_to``, lower ``fake_ratio``, output recipients, explicit starting
+centres: the ``changed`` set of :class:`ppdm.service.profiles.Disclosure`) are refused at
+any value but the safe default unless a parameter rule allows the value.
+
+:func:`evaluate` is a pure function of the policy, the request and the job's declared
+leakage: it never looks at data, so a refusal reveals nothing about the party's data (the
+data-dependent checks, ``input_check`` and ``audit``, are the node's, with fixed reasons).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import time
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ppdm.errors import ConfigError
+from ppdm.service.profiles import SHARE_OUTPUTS, Disclosure, get_profile
+
+__all__ = [
+    "DEFAULT_POLICY_TOML",
+    "OPEN_POLICY_TOML",
+    "Decision",
+    "JobRules",
+    "ParamRule",
+    "Policy",
+    "PolicyFile",
+    "evaluate",
+    "load_policy",
+    "parse_policy",
+]
+
+log = logging.getLogger(__name__)
+
+RESULTS = ("members", "initiator", "owner", "shares")
+
+DEFAULT_POLICY_TOML = """\
+# Data-owner policy of this party's node (docs/governance.md): what a job may do with this
+# party's data. The node checks every job against it before anything runs, and re-reads
+# this file when it changes (no restart). `ppdm policy check` tells whether a given job
+# would be accepted, and by which rule.
+version = 1
+
+[defaults]
+jobs = ["*"]              # every job ppdm ships a leakage profile for
+initiators = ["*"]        # any roster member may start a job with this party
+co_parties = ["*"]        # with any other roster members
+min_parties = 3           # a job on this party's private data needs at least 3 parties:
+                          # with 2, the other party learns this party's input from the result
+max_parties = 64
+consent = false           # true: jobs on private data wait for `ppdm job approve ID`
+consent_timeout_s = 3600  # an unapproved job expires after this many seconds
+results = "members"       # job results go to every member of the job
+rate_limit = { jobs = 120, per_s = 3600 }   # jobs per initiator per hour
+colluders = 1             # the cross-job audit assumes any one other member pools its own
+                          # inputs with every answer it saw
+audit = true              # the cross-job disclosure audit of sums (docs/governance.md)
+
+# Parameters that change what this party discloses are refused at any value but their
+# safe default unless allowed here, for example:
+# [jobs.assoc.params]
+# reveal_counts = { values = [false, true] }
+#
+# Minimum aggregation sizes and column control per data set, for example:
+# [data.records]
+# jobs = ["kmeans"]
+# columns = ["age", "income"]
+# min_cluster_size = 10
+"""
+
+
+def _open_policy() -> str:
+    from ppdm.service.profiles import disclosure_parameters
+
+    lines = [
+        "# An open policy for testbeds of protocols and transports (NOT for private data):",
+        "# every job, any number of parties, any disclosure parameter, no audit.",
+        "version = 1",
+        "",
+        "[defaults]",
+        "min_parties = 1",
+        "colluders = 0",
+        "audit = false",
+        "rate_limit = { jobs = 1000000, per_s = 1 }",
+    ]
+    for job, names in sorted(disclosure_parameters().items()):
+        lines += ["", f'[jobs."{job}".params]']
+        lines += [
+            f"{name} = {{ any = true }}"
+            for name in sorted({*names, "init"} if job == "kmeans" else names)
+        ]
+    return "\n".join(lines) + "\n"
+
+
+_DEFAULT_KEYS = {
+    "jobs",
+    "initiators",
+    "co_parties",
+    "min_parties",
+    "max_parties",
+    "consent",
+    "consent_timeout_s",
+    "results",
+    "rate_limit",
+    "colluders",
+    "audit",
+}
+_JOB_KEYS = (_DEFAULT_KEYS - {"jobs"}) | {"allow", "params"}
+_DATA_KEYS = {
+    "jobs",
+    "columns",
+    "min_parties",
+    "min_cluster_size",
+    "min_support",
+    "explicit_centres",
+    "consent",
+}
+
+
+@dataclass(frozen=True)
+class ParamRule:
+    """Allowed values of one job parameter: a list of ``values``, a numeric range
+    ``[min, max]``, or ``any``."""
+
+    values: tuple[Any, ...] | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    any: bool = False
+
+    def allows(self, value: Any) -> bool:
+        if self.any:
+            return True
+        if self.values is not None:
+            return any(_same(value, v) for v in self.values)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        if isinstance(value, float) and not math.isfinite(value):
+            return False
+        if self.minimum is not None and value < self.minimum:
+            return False
+        return not (self.maximum is not None and value > self.maximum)
+
+    def describe(self) -> str:
+        if self.any:
+            return "any value"
+        if self.values is not None:
+            return "one of " + ", ".join(_show(v) for v in self.values)
+        lo = "" if self.minimum is None else f">= {self.minimum:g}"
+        hi = "" if self.maximum is None else f"<= {self.maximum:g}"
+        return " and ".join(x for x in (lo, hi) if x) or "a number"
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    return bool(a == b)
+
+
+def _show(v: Any) -> str:
+    return "null" if v is None else repr(v).lower() if isinstance(v, bool) else repr(v)
+
+
+@dataclass(frozen=True)
+class JobRules:
+    """The effective rules of one job (defaults overlaid with its ``[jobs.NAME]`` table)."""
+
+    allow: bool
+    initiators: tuple[str, ...]
+    co_parties: tuple[str, ...]
+    min_parties: int
+    max_parties: int
+    consent: bool
+    consent_timeout_s: float
+    results: str
+    rate_jobs: int
+    rate_per_s: float
+    colluders: int
+    audit: bool = True
+    params: Mapping[str, ParamRule] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DataRules:
+    jobs: tuple[str, ...] = ("*",)
+    columns: tuple[str, ...] | None = None
+    min_parties: int | None = None
+    min_cluster_size: int | None = None
+    min_support: float | None = None
+    explicit_centres: bool = False
+    consent: bool | None = None
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A validated policy (see the module docstring for the schema)."""
+
+    defaults: Mapping[str, Any]
+    jobs: Mapping[str, Mapping[str, Any]]
+    data: Mapping[str, DataRules]
+    source: str = "<default>"
+
+    def rules(self, job: str) -> JobRules:
+        d = {**self.defaults, **{k: v for k, v in self.jobs.get(job, {}).items() if k != "params"}}
+        listed = self.defaults["jobs"]
+        known = get_profile(job) is not None
+        allow = d.get("allow", ("*" in listed and known) or job in listed)
+        rate = d["rate_limit"]
+        params = self.jobs.get(job, {}).get("params", {})
+        return JobRules(
+            allow=bool(allow),
+            initiators=tuple(d["initiators"]),
+            co_parties=tuple(d["co_parties"]),
+            min_parties=int(d["min_parties"]),
+            max_parties=int(d["max_parties"]),
+            consent=bool(d["consent"]),
+            consent_timeout_s=float(d["consent_timeout_s"]),
+            results=str(d["results"]),
+            rate_jobs=int(rate["jobs"]),
+            rate_per_s=float(rate["per_s"]),
+            colluders=int(d["colluders"]),
+            audit=bool(d["audit"]),
+            params=params,
+        )
+
+    def data_rules(self, key: str) -> DataRules:
+        """Rules of ``"inputs.X"`` or ``"data.X"`` (defaults if the policy has none)."""
+        return self.data.get(key, DataRules())
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A node's answer to a job: ``accept``, ``pending`` (owner approval needed) or
+    ``refuse``; ``rule`` names the deciding rule and ``reason`` explains it without data."""
+
+    outcome: Literal["accept", "pending", "refuse"]
+    rule: str = ""
+    reason: str = ""
+    expires_s: float = 0.0
+    results: str = "members"
+    colluders: int = 1
+    audit: bool = True
+
+    @property
+    def refused(self) -> bool:
+        return self.outcome == "refuse"
+
+
+# Parsing ----------------------------------------------------------------------------------
+
+
+def _names(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f'{where} must be a list of names ("*" for all)')
+    return tuple(value)
+
+
+def _int(value: Any, where: str, low: int, high: int = 1 << 31) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigError(f"{where} must be an integer in [{low}, {high}]")
+    return value
+
+
+def _positive(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        raise ConfigError(f"{where} must be a positive number")
+    return float(value)
+
+
+def _check_common(table: Mapping[str, Any], where: str, out: dict[str, Any]) -> None:
+    for key, value in table.items():
+        w = f"{where}.{key}"
+        if key in ("jobs", "initiators", "co_parties"):
+            out[key] = _names(value, w)
+        elif key in ("min_parties", "max_parties"):
+            out[key] = _int(value, w, 1, 10_000)
+        elif key == "colluders":
+            out[key] = _int(value, w, 0, 10_000)
+        elif key in ("consent", "allow", "audit"):
+            if not isinstance(value, bool):
+                raise ConfigError(f"{w} must be true or false")
+            out[key] = value
+        elif key == "consent_timeout_s":
+            out[key] = _positive(value, w)
+        elif key == "results":
+            if value not in RESULTS:
+                raise ConfigError(f"{w} must be one of {', '.join(RESULTS)}")
+            out[key] = value
+        elif key == "rate_limit":
+            if not isinstance(value, dict) or set(value) - {"jobs", "per_s"}:
+                raise ConfigError(f"{w} must be {{ jobs = N, per_s = SECONDS }}")
+            out[key] = {
+                "jobs": _int(value.get("jobs", 120), f"{w}.jobs", 1, 10**9),
+                "per_s": _positive(value.get("per_s", 3600), f"{w}.per_s"),
+            }
+
+
+def _param_rule(value: Any, where: str) -> ParamRule:
+    if not isinstance(value, dict) or not value:
+        raise ConfigError(
+            f"{where} must be a table: {{ values = [...] }}, {{ min, max }} or {{ any = true }}"
+        )
+    extra = set(value) - {"values", "min", "max", "any"}
+    if extra:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(extra))}")
+    if "any" in value:
+        if value["any"] is not True or len(value) > 1:
+            raise ConfigError(f"{where}: any must be true and alone")
+        return ParamRule(any=True)
+    if "values" in value:
+        if not isinstance(value["values"], list) or set(value) != {"values"}:
+            raise ConfigError(f"{where}: values must be a list (and alone)")
+        # TOML has no null: the string "null" stands for it.
+        return ParamRule(values=tuple(None if v == "null" else v for v in value["values"]))
+    lo, hi = value.get("min"), value.get("max")
+    for v, k in ((lo, "min"), (hi, "max")):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+            raise ConfigError(f"{where}.{k} must be a number")
+    if lo is not None and hi is not None and lo > hi:
+        raise ConfigError(f"{where}: min is above max")
+    return ParamRule(minimum=lo, maximum=hi)
+
+
+def parse_policy(doc: Mapping[str, Any], *, source: str = "<policy>") -> Policy:
+    """Validate a parsed policy document; :class:`ConfigError` naming the bad key."""
+    unknown = set(doc) - {"version", "defaults", "jobs", "data", "inputs"}
+    if unknown:
+        raise ConfigError(f"{source}: unknown top-level key(s) {', '.join(sorted(unknown))}")
+    if "version" not in doc:
+        # An empty or half-written file must never read as the default policy.
+        raise ConfigError(f"{source}: a policy starts with 'version = 1'")
+    if doc["version"] != 1:
+        raise ConfigError(f"{source}: version must be 1")
+    defaults: dict[str, Any] = {
+        "jobs": ("*",),
+        "initiators": ("*",),
+        "co_parties": ("*",),
+        "min_parties": 3,
+        "max_parties": 64,
+        "consent": False,
+        "consent_timeout_s": 3600.0,
+        "results": "members",
+        "rate_limit": {"jobs": 120, "per_s": 3600.0},
+        "colluders": 1,
+        "audit": True,
+    }
+    d = doc.get("defaults", {})
+    if not isinstance(d, dict):
+        raise ConfigError(f"{source}: [defaults] must be a table")
+    bad = set(d) - _DEFAULT_KEYS
+    if bad:
+        raise ConfigError(f"{source}: unknown key(s) in [defaults]: {', '.join(sorted(bad))}")
+    _check_common(d, f"{source}: defaults", defaults)
+    if defaults["min_parties"] > defaults["max_parties"]:
+        raise ConfigError(f"{source}: defaults.min_parties is above max_parties")
+    jobs: dict[str, dict[str, Any]] = {}
+    jt = doc.get("jobs", {})
+    if not isinstance(jt, dict):
+        raise ConfigError(f"{source}: [jobs] must hold one table per job")
+    for name, table in jt.items():
+        where = f"{source}: jobs.{name}"
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where} must be a table")
+        bad = set(table) - _JOB_KEYS
+        if bad:
+            raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(bad))}")
+        rules: dict[str, Any] = {}
+        _check_common({k: v for k, v in table.items() if k != "params"}, where, rules)
+        params = table.get("params", {})
+        if not isinstance(params, dict):
+            raise ConfigError(f"{where}.params must be a table")
+        rules["params"] = {k: _param_rule(v, f"{where}.params.{k}") for k, v in params.items()}
+        jobs[name] = rules
+    data: dict[str, DataRules] = {}
+    for table_name in ("data", "inputs"):
+        tables = doc.get(table_name, {})
+        if not isinstance(tables, dict):
+            raise ConfigError(f"{source}: [{table_name}] must hold one table per data set")
+        for key, t in tables.items():
+            where = f"{source}: {table_name}.{key}"
+            if not isinstance(t, dict):
+                raise ConfigError(f"{where} must be a table")
+            bad = set(t) - _DATA_KEYS
+            if bad:
+                raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(bad))}")
+            for flag in ("explicit_centres", "consent"):
+                if flag in t and not isinstance(t[flag], bool):
+                    raise ConfigError(f"{where}.{flag} must be true or false")
+            data[f"{table_name}.{key}"] = DataRules(
+                jobs=_names(t["jobs"], f"{where}.jobs") if "jobs" in t else ("*",),
+                columns=_names(t["columns"], f"{where}.columns") if "columns" in t else None,
+                min_parties=_int(t["min_parties"], f"{where}.min_parties", 1, 10_000)
+                if "min_parties" in t
+                else None,
+                min_cluster_size=_int(t["min_cluster_size"], f"{where}.min_cluster_size", 0, 10**9)
+                if "min_cluster_size" in t
+                else None,
+                min_support=_fraction(t["min_support"], f"{where}.min_support")
+                if "min_support" in t
+                else None,
+                explicit_centres=bool(t.get("explicit_centres", False)),
+                consent=t.get("consent"),
+            )
+    return Policy(defaults=defaults, jobs=jobs, data=data, source=source)
+
+
+def _fraction(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        raise ConfigError(f"{where} must be a fraction in (0, 1]")
+    return float(value)
+
+
+def load_policy(path: str | os.PathLike[str] | None) -> Policy:
+    """The policy in ``path`` (the default policy when ``path`` is ``None``)."""
+    if path is None:
+        return parse_policy(tomllib.loads(DEFAULT_POLICY_TOML), source="<default policy>")
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"policy file not found: {p}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read policy file {p}: {exc}") from None
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{p}: not valid TOML ({exc})") from None
+    return parse_policy(doc, source=str(p))
+
+
+SETTLE_S = 0.3
+
+
+class PolicyFile:
+    """A policy file that is re-read when it changes (checked on every use, once the file
+    has been unchanged for :data:`SETTLE_S` seconds, so that a file being written is not
+    read half-way; at once on :meth:`reload`, i.e. SIGHUP); an invalid new version is
+    logged and the previous one stays. Replace the file atomically (write a new file and
+    rename it) where you can."""
+
+    def __init__(self, path: str | os.PathLike[str] | None) -> None:
+        self.path = Path(path) if path is not None else None
+        self._lock = threading.Lock()
+        self._stamp: tuple[int, int] | None = None
+        self._policy = load_policy(self.path)
+        self._stamp = self._mtime()
+
+    def _mtime(self) -> tuple[int, int] | None:
+        if self.path is None:
+            return None
+        try:
+            st = self.path.stat()
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size)
+
+    def current(self) -> Policy:
+        stamp = self._mtime()
+        if stamp is not None and stamp != self._stamp:
+            age = time.time() - stamp[0] / 1e9
+            if age >= SETTLE_S:
+                self.reload()
+        return self._policy
+
+    def reload(self) -> bool:
+        """Re-read the file; ``False`` (and the old policy kept) if the new one is bad."""
+        with self._lock:
+            stamp = self._mtime()
+            try:
+                policy = load_policy(self.path)
+            except ConfigError as exc:
+                log.error("policy not reloaded, keeping the previous one: %s", exc)
+                self._stamp = stamp
+                return False
+            self._policy, self._stamp = policy, stamp
+            log.info("policy loaded from %s", self.path)
+            return True
+
+
+# Evaluation --------------------------------------------------------------------------------
+
+
+def _member(name: str, allowed: Sequence[str]) -> bool:
+    return "*" in allowed or name in allowed
+
+
+def evaluate(
+    policy: Policy,
+    *,
+    job: str,
+    params: Mapping[str, Any],
+    initiator: str,
+    parties: Sequence[str],
+    me: str,
+    disclosure: Disclosure | None,
+    recent_by_initiator: int = 0,
+) -> Decision:
+    """Decide on a job from the policy and the job's declared leakage (never from data).
+
+    ``recent_by_initiator`` is how many jobs ``initiator`` started at this node within
+    the rate-limit window. Rules are checked in the order of ``docs/governance.md``; the
+    first that refuses decides.
+    """
+    r = policy.rules(job)
+
+    def refuse(rule: str, reason: str) -> Decision:
+        return Decision(
+            "refuse", rule, reason, results=r.results, colluders=r.colluders, audit=r.audit
+        )
+
+    if disclosure is None and job not in policy.jobs:
+        return refuse("jobs", f"job {job!r} has no leakage profile; the policy must name it")
+    if not r.allow:
+        return refuse(f"jobs.{job}.allow", f"the policy does not allow job {job!r}")
+    if initiator != me and not _member(initiator, r.initiators):
+        return refuse("initiators", f"party {initiator!r} may not start jobs with this party")
+    for p in parties:
+        if p != me and not _member(p, r.co_parties):
+            return refuse("co_parties", f"this party does not compute with party {p!r}")
+    if r.rate_jobs and recent_by_initiator >= r.rate_jobs:
+        return refuse(
+            "rate_limit",
+            f"party {initiator!r} started {r.rate_jobs} jobs within {r.rate_per_s:g} s",
+        )
+    consent = r.consent
+    if disclosure is not None and disclosure.private:
+        count = len(disclosure.participants)
+        need = r.min_parties
+        for key in disclosure.reads:
+            d = policy.data_rules(key)
+            if not _member(job, d.jobs):
+                return refuse(f"{key}.jobs", f"job {job!r} may not read {key}")
+            if d.min_parties is not None:
+                need = max(need, d.min_parties)
+            if d.consent is not None:
+                consent = consent or d.consent
+            if d.columns is not None and disclosure.columns is None and job == "kmeans":
+                return refuse(f"{key}.columns", "the job must name its columns (parameter columns)")
+            if d.columns is not None and disclosure.columns is not None:
+                outside = [c for c in disclosure.columns if c not in d.columns]
+                if outside:
+                    return refuse(f"{key}.columns", f"column(s) {outside} may not be read")
+            if disclosure.own_centre_columns and not d.explicit_centres:
+                rule = r.params.get("init")
+                if rule is None or not rule.any:
+                    return refuse(
+                        "params.init",
+                        "explicit starting centres on this party's columns are not allowed",
+                    )
+            if d.min_cluster_size and job == "kmeans":
+                size = params.get("min_cluster_size", 0)
+                if not isinstance(size, int) or size < d.min_cluster_size:
+                    return refuse(
+                        f"{key}.min_cluster_size",
+                        f"the job must set min_cluster_size >= {d.min_cluster_size}",
+                    )
+            if d.min_support is not None and job == "assoc":
+                support = params.get("min_support", 0)
+                if not isinstance(support, int | float) or support < d.min_support:
+                    return refuse(
+                        f"{key}.min_support", f"the job must set min_support >= {d.min_support:g}"
+                    )
+        if r.results == "shares":
+            share = SHARE_OUTPUTS.get(job)
+            if share is None or params.get(share[0]) != share[1]:
+                return refuse(
+                    "results",
+                    "this party's data may only be used for results kept as secret shares",
+                )
+        if count < need:
+            return refuse(
+                "min_parties",
+                f"a job on this party's data needs at least {need} parties, not {count}",
+            )
+        if count > r.max_parties:
+            return refuse("max_parties", f"a job may have at most {r.max_parties} parties")
+        for name, value in disclosure.changed.items():
+            if name == "init":
+                continue  # decided above, per column
+            rule = r.params.get(name)
+            if rule is None or not rule.allows(value):
+                return refuse(
+                    f"params.{name}",
+                    f"parameter {name!r} at this value changes what this party discloses",
+                )
+    for name, rule in r.params.items():
+        if name in params and not rule.allows(params[name]):
+            return refuse(f"params.{name}", f"parameter {name!r} must be {rule.describe()}")
+    explicit = policy.jobs.get(job, {}).get("consent")
+    if explicit or (consent and disclosure is not None and disclosure.private):
+        return Decision(
+            "pending",
+            "consent",
+            "the owner must approve this job (ppdm job approve)",
+            expires_s=r.consent_timeout_s,
+            results=r.results,
+            colluders=r.colluders,
+            audit=r.audit,
+        )
+    return Decision("accept", "", "", results=r.results, colluders=r.colluders, audit=r.audit)
+
+
+OPEN_POLICY_TOML = _open_policy()

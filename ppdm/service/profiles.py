@@ -1,0 +1,478 @@
+"""What each job discloses about one party's private data: its declared leakage.
+
+A node's policy (:mod:`ppdm.service.policy`) decides on a job from its *profile* here, not
+from the job's code: which of the party's private inputs or data sets the job reads,
+which parties receive something derived from them, whether the output is an aggregate
+the disclosure audit must track (:mod:`ppdm.service.disclosure`), which of the
+initiator's parameters change what the party discloses, and the leakage in words (from
+the protocol's own documentation, ``docs/protocols/`` and ``docs/mining.md``). A job
+without a profile reads nothing the node can vouch for and is refused unless the owner's
+policy names it explicitly.
+
+The leakage of a job is that of its whole function: the party set and the parameters are
+part of it. A two-party sum *is* the other party's input; a dot product with a vector of
+powers of two *is* the other party's 0/1 vector; starting centres placed on a grid over
+another party's column make the revealed cluster labels quantise it. The profiles make
+these choices visible to the policy.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ppdm.errors import ConfigError
+from ppdm.jobs.registry import PartyContext
+
+__all__ = [
+    "Disclosure",
+    "JobProfile",
+    "disclosure_parameters",
+    "get_profile",
+    "input_version",
+    "profile_names",
+]
+
+# Parameters whose non-default value changes what a party discloses, per job, with the
+# value that discloses least. The policy refuses any other value unless it allows it.
+_DISCLOSURE_PARAMS: dict[str, dict[str, Any]] = {
+    "secure-sum": {},
+    "secure-sum-shared": {"aggregator": ""},
+    "paillier-dot-product": {"output": "holder", "holder": "", "other": ""},
+    "set-union": {"pad_to": None, "fake_ratio": 0.25},
+    "intersection-cardinality": {"fake_ratio": 0.0},
+    "assoc": {"reveal_counts": False, "report_local": False, "fake_ratio": 0.25},
+    "kmeans": {"include_labels": False, "report_local": False},
+}
+
+# Other values that disclose no more than the default.
+_ALSO_SAFE: dict[tuple[str, str], tuple[Any, ...]] = {
+    ("paillier-dot-product", "output"): ("shares",),
+}
+
+# Jobs that can keep their output as additive secret shares: (parameter, value).
+SHARE_OUTPUTS: dict[str, tuple[str, Any]] = {"paillier-dot-product": ("output", "shares")}
+
+# Parameters where a larger value discloses less (a smaller one is a change to refuse).
+_AT_LEAST = {
+    ("set-union", "fake_ratio"),
+    ("assoc", "fake_ratio"),
+    ("intersection-cardinality", "fake_ratio"),
+}
+
+
+@dataclass(frozen=True)
+class Disclosure:
+    """What this party would disclose in one job.
+
+    Attributes
+    ----------
+    reads
+        The private inputs and data sets the job reads at this party (``"inputs.KEY"``,
+        ``"data.KEY"``); empty when it works on generated (public) data only.
+    participants
+        The parties whose data the output combines with this party's (the job's party
+        set, or fewer: a dot product runs between two of them).
+    aggregate
+        ``"sum"`` when every participant learns a sum over the participants of one input
+        (audited across jobs), ``"dot"`` for a dot product the other participant chose
+        the coefficients of, else ``None``.
+    audit_key
+        The input the aggregate is over (one of ``reads``).
+    changed
+        Disclosure-relevant parameters at values that disclose more than the default.
+    columns
+        Columns of a table the job reads (``None``: not a column job, or all columns).
+    own_centre_columns
+        This party's columns that explicit starting centres are given for.
+    leakage
+        The declared leakage, in words.
+    """
+
+    reads: tuple[str, ...]
+    participants: tuple[str, ...]
+    aggregate: str | None = None
+    audit_key: str | None = None
+    changed: Mapping[str, Any] = field(default_factory=dict)
+    columns: tuple[str, ...] | None = None
+    own_centre_columns: tuple[str, ...] = ()
+    leakage: str = ""
+
+    @property
+    def private(self) -> bool:
+        return bool(self.reads)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "reads": list(self.reads),
+            "participants": list(self.participants),
+            "aggregate": self.aggregate,
+            "audit_key": self.audit_key,
+            "changed": dict(self.changed),
+            "columns": list(self.columns) if self.columns is not None else None,
+            "own_centre_columns": list(self.own_centre_columns),
+            "leakage": self.leakage,
+        }
+
+
+DisclosureFn = Callable[[Mapping[str, Any], Sequence[str], str, PartyContext], Disclosure]
+PrecheckFn = Callable[[Mapping[str, Any], Sequence[str], str, PartyContext], None]
+
+
+@dataclass(frozen=True)
+class JobProfile:
+    """A job's declared leakage (``disclosure``) and its checks of the parameters against
+    this party's own data before anything runs (``precheck``: raises
+    :class:`~ppdm.errors.ConfigError`; the node refuses the job with a generic reason)."""
+
+    name: str
+    disclosure: DisclosureFn
+    precheck: PrecheckFn | None = None
+
+
+def _changed(job: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    out = {}
+    for name, safe in _DISCLOSURE_PARAMS.get(job, {}).items():
+        value = params.get(name, safe)
+        if (job, name) in _AT_LEAST:
+            try:
+                if float(value) >= float(safe):
+                    continue
+            except (TypeError, ValueError):
+                pass
+        elif (
+            value == safe
+            or (safe == "" and value in (None, ""))
+            or value in _ALSO_SAFE.get((job, name), ())
+        ):
+            continue
+        out[name] = value
+    return out
+
+
+def _generated(params: Mapping[str, Any], key: str) -> bool:
+    value = params.get(key)
+    if key == "length":
+        return isinstance(value, int) and not isinstance(value, bool) and value > 0
+    return value is not None
+
+
+# Profiles -------------------------------------------------------------------------------
+
+
+def _secure_sum(
+    params: Mapping[str, Any], parties: Sequence[str], me: str, ctx: PartyContext
+) -> Disclosure:
+    return Disclosure(
+        reads=("inputs.secure_sum",),
+        participants=tuple(parties),
+        aggregate="sum",
+        audit_key="inputs.secure_sum",
+        changed=_changed("secure-sum", params),
+        leakage=(
+            "every party learns the sum of all parties' secure_sum inputs; the party's "
+            "two ring neighbours together learn its input"
+        ),
+    )
+
+
+def _check_secure_sum(
+    params: Mapping[str, Any], parties: Sequence[str], me: str, ctx: PartyContext
+) -> None:
+    modulus = params.get("modulus")
+    if modulus is None:
+        return
+    if isinstance(modulus, bool) or not isinstance(modulus, int) or modulus < 2:
+        raise ConfigError("modulus must be an integer >= 2")
+    raw = ctx.private_input("secure_sum")
+    values = raw if isinstance(raw, list) else [raw]
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ConfigError("inputs.secure_sum must hold integers")
+        if not -(modulus // 2) <= v < (modulus + 1) // 2:
+            raise ConfigError("an input is outside the signed range of the modulus")
+
+
+def _secure_sum_shared(
+    params: Mapping[str, Any], parties: Sequence[str], me: str, ctx: PartyContext
+) -> Disclosure:
+    if _generated(params, "length"):
+        return Disclosure(reads=(), participants=tuple(parties), leakage="generated inputs only")
+    aggregator = params.get("aggregator") or ""
+    return Disclosure(
+        reads=("inputs.secure_sum",),
+        participants=tuple(parties),
+        aggregate="sum",
+        audit_key="inputs.secure_sum",
+        changed=_changed("secure-sum-shared", params),
+        leakage=(
+            f"{'party ' + repr(aggregator) if aggregator else 'every party'} learns the sum of "
+            "all parties' secure_sum inputs; no coalition of fewer than all other parties "
+            "learns more"
+        ),
+    )
+
+
+def _dot_product(
+    params: Mapping[str, Any], parties: Sequence[str], me: str, ctx: PartyContext
+) -> Disclosure:
+    holder = params.get("holder") or parties[0]
+    other = params.get("other") or next((p for p in parties if p != holder), holder)
+    pair = (holder, other)
+    if me not in pair:
+        return Disclosure(reads=(), participants=pair, leakage="not a participant")
+    if _generated(params, "length"):
+        return Disclosure(reads=(), participants=pair, leakage="generated inputs only")
+    peer = other if me == holder else holder
+    return Disclosure(
+        reads=("inputs.dot_product",),
+        participants=pair,
+        aggregate="dot",
+        audit_key="inputs.dot_product",
+        changed=_changed("paillier-dot-product", params),
+        leakage=(
+            f"the dot product of this party's vector with party {peer!r}'s vector goes to "
+            f"{params.get('output', 'holder')!r}; the other party chooses its vector, so one "
+            "product can decode a whole 0/1 vector (coefficients 1, 2, 4, ...)"
+        ),
+    )
+
+
+def _set_union(
+    params: Mapping[str, Any], parties: Sequence[str], me: str, ctx: PartyContext
+) -> Disclosure:
+    if _generated(params, "generate_n"):
+        return Disclosure(reads=(), participants=tuple(parties), leakage="generated sets only")
+    return Disclosure(
+        reads=("inputs.set_union",),
+        participants=tuple(parties),
+        changed=_changed("set-union", params),
+        leakage=(
+            "every party learns the union of the sets; the collector learns every party's "
+            "set size with fakes and the overlap counts between parties' sets"
+        ),
+    )
+
+
+def _check_set_union(
+    params: Mapping[str, Any], parties: Sequence[str], me: str, ctx: PartyContext
+) -> None:
+    if _generated(params, "generate_n"):
+        return
+    raw = ctx.private_input("set_union")
+    if not isinstance(raw, list):
+        raise ConfigError("inputs.set_union must be a list")
+    pad_to = params.get("pad_to")
+    if pad_to is not None and (not isinstance(pad_to, int) or pad_to < len(set(map(str, raw)))):
+        raise ConfigError("pad_to does not fit this party's set")
+    limit = params.get("max_item_bytes", 29)
+    for item in raw:
+        size = len(item.encode()) if isinstance(item, str) else 8
+        if isinstance(limit, int) and size > limit:
+            raise ConfigError("an item is longer than max_item_bytes")
+
+
+def _intersection(
+    params: Mapping[str, Any], parties: Sequence[str], me: str, ctx: PartyContext
+) -> Disclosure:
+    if _generated(params, "generate_n"):
+        return Disclosure(reads=(), participants=tuple(parties), leakage="generated sets only")
+    return Disclosure(
+        reads=("inputs.intersection",),
+        participants=tuple(parties),
+        changed=_changed("intersection-cardinality", params),
+        leakage="every party learns the size of the intersection of all parties' sets",
+    )
+
+
+def _assoc(
+    params: Mapping[str, Any], parties: Sequence[str], me: str, ctx: PartyContext
+) -> Disclosure:
+    key = f"data.{params.get('data') or 'transactions'}"
+    vertical = params.get("mode") == "vertical"
+    return Disclosure(
+        reads=(key,),
+        participants=tuple(parties),
+        aggregate=None if vertical else "sum",
+        audit_key=None if vertical else key,
+        changed=_changed("assoc", params),
+        leakage=(
+            "every party learns the frequent itemsets and rules of the pooled transactions"
+            + (
+                " with their global support counts"
+                if params.get("reveal_counts")
+                else " (whether each candidate's pooled support reaches the threshold)"
+            )
+            + (
+                "; vertical: the support counts of candidates spanning parties"
+                if vertical
+                else "; the collector of each level's union learns set sizes with fakes"
+            )
+        ),
+    )
+
+
+def _read_header(ctx: PartyContext, key: str, sep: str) -> list[str]:
+    path = ctx.data_path(key)
+    if not path.is_file():
+        raise ConfigError("the job's data file is missing at this party")
+    with path.open(newline="", encoding="utf-8", errors="replace") as f:
+        row = next(
+            csv.reader(f, delimiter=sep if isinstance(sep, str) and len(sep) == 1 else ","), []
+        )
+    return [c.strip() for c in row]
+
+
+def _kmeans(
+    params: Mapping[str, Any], parties: Sequence[str], me: str, ctx: PartyContext
+) -> Disclosure:
+    data_key = params.get("data") or "records"
+    key = f"data.{data_key}"
+    vertical = params.get("mode") == "vertical"
+    columns = params.get("columns")
+    changed = _changed("kmeans", params)
+    init = params.get("init", "first-k")
+    own: tuple[str, ...] = ()
+    if not isinstance(init, str):
+        header: list[str] = []
+        try:
+            header = _read_header(ctx, data_key, params.get("sep", ","))
+        except (ConfigError, OSError):
+            header = []
+        id_column = params.get("id_column", "record_id")
+        mine = [c for c in header if c and c != id_column]
+        if columns is not None:
+            mine = [c for c in mine if c in columns]
+        if isinstance(init, dict):
+            own = tuple(c for c in init if c in mine) if vertical else tuple(mine)
+        else:  # rows of full centres (horizontal)
+            own = tuple(mine) or ("*",)
+        if own:
+            changed["init"] = "explicit starting centres"
+    return Disclosure(
+        reads=(key,),
+        participants=tuple(parties),
+        aggregate=None if vertical else "sum",
+        audit_key=None if vertical else key,
+        changed=changed,
+        columns=tuple(columns) if isinstance(columns, list) else None,
+        own_centre_columns=own,
+        leakage=(
+            "every party learns the centres and cluster sizes of every iteration"
+            + (
+                "; vertical: every record's cluster label, each party keeps its own centre "
+                "components"
+                if vertical
+                else "; horizontal: sums and counts by secure sum"
+            )
+            + ("; init=first-k reveals the first k pooled records" if init == "first-k" else "")
+        ),
+    )
+
+
+def _check_kmeans(
+    params: Mapping[str, Any], parties: Sequence[str], me: str, ctx: PartyContext
+) -> None:
+    columns = params.get("columns")
+    if columns is None:
+        return
+    header = _read_header(ctx, params.get("data") or "records", params.get("sep", ","))
+    if params.get("mode") == "horizontal" and any(c not in header for c in columns):
+        raise ConfigError("a requested column is missing at this party")
+
+
+def _check_data_file(
+    params: Mapping[str, Any], parties: Sequence[str], me: str, ctx: PartyContext
+) -> None:
+    key = params.get("data") or "transactions"
+    if not ctx.data_path(key).is_file():
+        raise ConfigError("the job's data file is missing at this party")
+
+
+def _public(
+    params: Mapping[str, Any], parties: Sequence[str], me: str, ctx: PartyContext
+) -> Disclosure:
+    return Disclosure(
+        reads=(),
+        participants=tuple(parties),
+        leakage="generated (public) test data only; no private input is read",
+    )
+
+
+_PROFILES: dict[str, JobProfile] = {
+    p.name: p
+    for p in (
+        JobProfile("secure-sum", _secure_sum, _check_secure_sum),
+        JobProfile("secure-sum-shared", _secure_sum_shared),
+        JobProfile("paillier-dot-product", _dot_product),
+        JobProfile("set-union", _set_union, _check_set_union),
+        JobProfile("intersection-cardinality", _intersection),
+        JobProfile("assoc", _assoc, _check_data_file),
+        JobProfile("kmeans", _kmeans, _check_kmeans),
+        *(
+            JobProfile(name, _public)
+            for name in (
+                "base-ot",
+                "ot-extension",
+                "dot-product-ot",
+                "comparison",
+                "argmin",
+                "ring-echo",
+                "stream",
+            )
+        ),
+    )
+}
+
+
+def disclosure_parameters() -> dict[str, list[str]]:
+    """Per job, the parameters that change what a party discloses."""
+    return {job: sorted(names) for job, names in _DISCLOSURE_PARAMS.items()}
+
+
+def get_profile(name: str) -> JobProfile | None:
+    """The profile of job ``name`` (``None``: the job has none and is refused unless the
+    policy allows it by name)."""
+    return _PROFILES.get(name)
+
+
+def profile_names() -> list[str]:
+    return sorted(_PROFILES)
+
+
+# Input versions ---------------------------------------------------------------------------
+
+_file_digests: dict[tuple[str, int, int], str] = {}
+_digest_lock = threading.Lock()
+
+
+def input_version(ctx: PartyContext, key: str) -> str:
+    """A digest of this party's private input or data file ``key`` (``inputs.X`` or
+    ``data.X``): the disclosure audit keeps one history per version, so a changed input
+    starts afresh. File digests are cached by path, size and modification time."""
+    table, _, name = key.partition(".")
+    if table == "inputs":
+        value = ctx.private_input(name)
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+    path = Path(ctx.data_path(name))
+    st = path.stat()
+    cache_key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    with _digest_lock:
+        hit = _file_digests.get(cache_key)
+    if hit is not None:
+        return hit
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    digest = h.hexdigest()
+    with _digest_lock:
+        _file_digests[cache_key] = digest
+    return digest
