@@ -81,8 +81,14 @@ def _refused(doc: dict, party: str, rule: str) -> None:
 def test_two_party_sum_is_refused(bed):
     doc = bed.run_job("secure-sum", initiator="mallory", parties=["bob", "mallory"])
     _refused(doc, "bob", "min_parties")
-    for job in ("secure-sum-shared", "set-union", "intersection-cardinality"):
-        doc = bed.run_job(job, initiator="mallory", parties=["bob", "mallory"])
+    for job, params in (
+        ("secure-sum-shared", {}),
+        ("set-union", {}),
+        ("intersection-cardinality", {}),
+        ("assoc", {"reveal_counts": True}),  # the counts of a two-party union
+        ("kmeans", {"mode": "vertical", "k": 2}),
+    ):
+        doc = bed.run_job(job, params, initiator="mallory", parties=["bob", "mallory"])
         _refused(doc, "bob", "min_parties")
 
 
@@ -292,3 +298,23 @@ def test_in_job_failures_send_codes_not_values(tmp_path):
     assert str(SECRETS["alice"]).encode() not in b"".join(received)
     assert str(SECRETS["alice"]) not in json.dumps(doc)
     assert any(b"input_error" in r for r in received)  # the Abort carried the code
+
+
+def test_documented_jobs_run_among_all_members_under_the_default_policy(bed):
+    """What README, docs/jobs.md, docs/mining.md and docs/protocols/ show, among every
+    member, with the policy `ppdm consortium init` writes."""
+    runs = [
+        ("secure-sum", {}),
+        ("secure-sum-shared", {}),
+        ("set-union", {}),
+        ("intersection-cardinality", {}),
+        ("assoc", {"mode": "horizontal", "min_support": 0.3, "min_confidence": 0.5}),
+        ("kmeans", {"mode": "vertical", "k": 2, "id_column": "record_id"}),
+        ("paillier-dot-product", {"length": 40, "bits": 1}),
+        ("ot-extension", {"count": 2000}),
+        ("ring-echo", {}),
+    ]
+    for job, params in runs:
+        doc = bed.run_job(job, params, initiator="carol")
+        assert doc["state"] == "succeeded", (job, doc["error"])
+        assert not _leaks({"errors": [r["error"] for r in doc["parties"].values()]})
