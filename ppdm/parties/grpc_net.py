@@ -4,9 +4,10 @@ Every party runs a node (:mod:`ppdm.service.node`, the job service above this la
 on its roster address. This module is what moves a job's envelopes between nodes:
 
 - **Channels and credentials.** Both sides of every connection present a certificate
-  (mutual TLS, :func:`server_credentials`, :func:`open_channel`). A node trusts only the
-  consortium's CA, and a client checks that the server's certificate names the party it
-  dialled (the party name is the TLS target name).
+  (mutual TLS, :func:`server_credentials`, :func:`open_channel`). A node accepts clients
+  from the consortium's CA only (then pins them in :func:`authenticate`), and a client
+  accepts exactly the roster's certificate of the party it dialled, which must name it
+  (the party name is the TLS target name): certificates are pinned in both directions.
 - **Identity.** :func:`authenticate` maps the caller's TLS certificate to a roster party:
   the certificate must be exactly the roster's certificate for a party and name it (see
   :meth:`Consortium.identify <ppdm.parties.consortium.Consortium.identify>`). Anything
@@ -119,12 +120,16 @@ def server_credentials(settings: PartySettings) -> grpc.ServerCredentials:
 def open_channel(settings: PartySettings, peer: str) -> grpc.Channel:
     """An mTLS channel from ``settings``' party to ``peer``'s node.
 
-    The client presents its own certificate and accepts only a server certificate from
-    the consortium CA that names ``peer`` (TLS target name override = party name).
+    The client presents its own certificate and accepts only *the* certificate the roster
+    lists for ``peer`` (pinned: that certificate is the channel's only trust anchor, so
+    another certificate for the same name -- an old one after a rotation, a mis-issued
+    one, even from the consortium CA -- fails the TLS handshake), and it must name
+    ``peer`` (TLS target name override = party name). Incoming calls are pinned the same
+    way by :func:`authenticate`.
     """
     entry = settings.consortium.party(peer)
     creds = grpc.ssl_channel_credentials(
-        root_certificates=settings.consortium.ca_certificate_pem,
+        root_certificates=entry.certificate_pem,
         private_key=settings.private_key_pem,
         certificate_chain=settings.certificate_pem,
     )

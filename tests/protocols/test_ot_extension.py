@@ -4,6 +4,8 @@ and the OT jobs between real party processes."""
 
 from __future__ import annotations
 
+import secrets
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -333,7 +335,7 @@ def test_invalid_base_point_raises():
         if net.me == "alice":
             return IKNPSender.setup(net, "bob")
         scoped = net.scoped("ot/iknp/alice>bob")
-        scoped.send("alice", "session", 5)
+        scoped.send("alice", "session", bytes(16))
         scoped.send("alice", STEP_A, b"\x03" + b"\xff" * 32)
         net.receive("alice", "never", timeout=5)
         return None
@@ -419,3 +421,98 @@ def test_long_chosen_messages_use_smaller_chunks():
     assert np.array_equal(sim.results["bob"], np.where(r[:, None] == 1, m1, m0))
     d = {s["step"]: s for s in sim.metrics["alice"]}[D_STEP]
     assert d["messages_sent"] == 5 and d["bytes_sent"] / d["messages_sent"] < 9 << 20
+
+
+# Tweaks, session tags and long outputs (issue 12) ----------------------------------------
+
+
+def test_long_hash_outputs_never_repeat_a_block():
+    """The old tweak layout truncated the block number (session ^ b << 56 in 64 bits):
+    blocks b and b + 256 shared a tweak, so every output repeated with a 4 KiB period."""
+    from ppdm.protocols.ot.crhash import tccr_expand
+
+    x = np.frombuffer(secrets.token_bytes(16 * 4), np.uint8).reshape(4, 16)
+    out = tccr_expand(x, start=0, session=12345, nbytes=64 * 1024)
+    for row in out:
+        blocks = row.reshape(-1, 16)
+        assert len({bytes(b) for b in blocks}) == len(blocks)
+
+
+def test_tweak_fields_refuse_overflow():
+    from ppdm.protocols.ot.crhash import MAX_OUTPUT_BYTES, SESSION_BITS, make_tweaks, tccr_expand
+
+    with pytest.raises(ValueError):
+        make_tweaks(0, 1, session=1 << SESSION_BITS)
+    with pytest.raises(ValueError):
+        make_tweaks((1 << 64) - 1, 2, session=0)
+    with pytest.raises(ValueError):
+        make_tweaks(0, 1, session=0, block=1 << 24)
+    with pytest.raises(ValueError):
+        tccr_expand(np.zeros((1, 16), np.uint8), start=0, session=0, nbytes=MAX_OUTPUT_BYTES + 1)
+    # Distinct (index, session, block) triples give distinct tweaks.
+    seen = set()
+    for session in (0, 1, 2):
+        for block in (0, 1, 256, 257):
+            for t in make_tweaks(0, 3, session=session, block=block):
+                seen.add(bytes(t))
+    assert len(seen) == 3 * 4 * 3
+
+
+def test_the_unchosen_long_message_stays_hidden():
+    """Chosen-message OT with 8 KiB messages: the receiver's view of the unchosen message
+    (its ciphertext) has no relation between blocks b and b + 256 (with the old layout
+    y[b] ^ y[b + 256] == m[b] ^ m[b + 256] for every b)."""
+    from ppdm.parties.local import LocalNetwork
+
+    n, length = 8, 8192
+    m0 = np.frombuffer(secrets.token_bytes(n * length), np.uint8).reshape(n, length)
+    m1 = np.frombuffer(secrets.token_bytes(n * length), np.uint8).reshape(n, length)
+    choices = np.zeros(n, dtype=bool)  # bob chooses m0; m1 must stay hidden
+    net = LocalNetwork(["alice", "bob"], job_id="long", timeout=30)
+    seen: list[np.ndarray] = []
+    ep = net.endpoint("bob")
+    original = ep.receive
+
+    def spy(frm, step, **kw):
+        value = original(frm, step, **kw)
+        if isinstance(value, np.ndarray) and value.dtype == np.uint8 and value.size >= n * length:
+            seen.append(value)
+        return value
+
+    ep.receive = spy  # type: ignore[method-assign]
+
+    def party(net, _):
+        if net.me == "alice":
+            IKNPSender.setup(net, "bob").send(m0, m1)
+            return None
+        return IKNPReceiver.setup(net, "alice").receive(choices, length=length)
+
+    sim = simulate(party, {"alice": None, "bob": None}, network=net, timeout=30)
+    assert np.array_equal(sim.results["bob"], m0)
+    ys = [v.reshape(-1) for v in seen]
+    assert ys, "the receiver saw no ciphertexts"
+    m1_blocks = m1.reshape(n, -1, 16)
+    rel_m = m1_blocks[:, :-256] ^ m1_blocks[:, 256:]
+    for y in ys:
+        for half in (y[: n * length], y[n * length : 2 * n * length]):
+            if half.size != n * length:
+                continue
+            yb = half.reshape(n, -1, 16)
+            rel_y = yb[:, :-256] ^ yb[:, 256:]
+            assert not np.all(rel_y == rel_m, axis=-1).any()
+
+
+def test_both_parties_contribute_to_the_session_tag():
+    from ppdm.protocols.ot.extension import session_tag
+
+    a, b = bytes(16), bytes([1]) + bytes(15)
+    assert session_tag(a, b) != session_tag(a, bytes(16)) != session_tag(b, bytes(16))
+    assert 0 <= session_tag(a, b) < (1 << 40)
+
+    def party(net, _):
+        if net.me == "alice":
+            return IKNPSender.setup(net, "bob")._session
+        return IKNPReceiver.setup(net, "alice")._session
+
+    sim = simulate(party, {"alice": None, "bob": None}, timeout=10)
+    assert sim.results["alice"] == sim.results["bob"]

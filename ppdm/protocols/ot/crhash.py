@@ -7,7 +7,8 @@ Everything here works on whole numpy buffers (one call encrypts millions of bloc
   Wang and Yu, "Efficient and secure multiparty computation from fixed-key block
   ciphers" (IEEE S&P 2020), section 7.4: ``H(i, x) = pi(pi(x) ^ i) ^ pi(x)`` where ``pi``
   is AES-128 under a fixed, public key and ``i`` a 128-bit tweak that is never reused
-  within a session (the OT index plus a random session tag). It is the hash IKNP needs to
+  within a session (separate fields for the OT index, the session tag and the output
+  block, :func:`make_tweaks`). It is the hash IKNP needs to
   break the correlation ``q_i = t_i ^ r_i s`` (Ishai, Kilian, Nissim, Petrank, CRYPTO
   2003, which asks for a correlation-robust hash). Longer outputs come from running it
   under several tweaks (:func:`tccr_expand`).
@@ -36,6 +37,8 @@ __all__ = [
     "FIXED_KEY",
     "AESCTRStream",
     "aes_permute",
+    "MAX_OUTPUT_BYTES",
+    "SESSION_BITS",
     "make_tweaks",
     "tccr_expand",
     "tccr_hash",
@@ -62,12 +65,33 @@ def aes_permute(x: np.ndarray, *, key: bytes = FIXED_KEY) -> np.ndarray:
     return out[:n].reshape(x.shape)
 
 
-def make_tweaks(start: int, count: int, session: int) -> np.ndarray:
-    """Tweaks for OT indices ``start .. start + count - 1``: ``(count, 16)`` uint8 holding
-    the index (low 64 bits) and the 64-bit ``session`` tag (high 64 bits)."""
+#: Field widths of a tweak (128 bits): OT index | session tag | output block.
+INDEX_BITS, SESSION_BITS, BLOCK_BITS = 64, 40, 24
+MAX_OUTPUT_BYTES = (1 << BLOCK_BITS) * BLOCK
+
+
+def make_tweaks(start: int, count: int, session: int, block: int = 0) -> np.ndarray:
+    """Tweaks for OT indices ``start .. start + count - 1``: ``(count, 16)`` uint8.
+
+    The 128-bit tweak has three separate fields, so no two (index, session, block)
+    triples ever share a tweak: the OT index (low 64 bits), the session tag (40 bits) and
+    the output block number (24 bits: outputs up to 256 MiB per OT). Values that do not
+    fit their field are refused, never truncated (a truncated block number made block
+    ``b`` and ``b + 256`` share a tweak, and the hash output repeat every 4 KiB).
+
+    >>> t = make_tweaks(5, 2, session=7, block=3)
+    >>> int.from_bytes(bytes(t[1, :8]), "little"), int.from_bytes(bytes(t[1, 8:]), "little")
+    (6, 117440515)
+    """
+    if count < 0 or start < 0 or start + count > (1 << INDEX_BITS):
+        raise ValueError(f"OT indices must lie in [0, 2**{INDEX_BITS})")
+    if not 0 <= session < (1 << SESSION_BITS):
+        raise ValueError(f"session tag must lie in [0, 2**{SESSION_BITS})")
+    if not 0 <= block < (1 << BLOCK_BITS):
+        raise ValueError(f"block number must lie in [0, 2**{BLOCK_BITS}) (outputs up to 256 MiB)")
     words = np.empty((count, 2), dtype="<u8")
     words[:, 0] = np.arange(start, start + count, dtype=np.uint64)
-    words[:, 1] = np.uint64(session & 0xFFFFFFFFFFFFFFFF)
+    words[:, 1] = np.uint64((session << BLOCK_BITS) | block)
     return words.view(np.uint8).reshape(count, BLOCK)
 
 
@@ -90,17 +114,20 @@ def tccr_hash(x: np.ndarray, tweaks: np.ndarray) -> np.ndarray:
 
 
 def tccr_expand(x: np.ndarray, *, start: int, session: int, nbytes: int) -> np.ndarray:
-    """``nbytes`` of hash output per row: ``H(i, x) || H(i', x) || ...`` where the extra
-    blocks use the tweak of index ``i`` with block numbers folded into the session tag."""
+    """``nbytes`` of hash output per row: ``H((i, s, 0), x) || H((i, s, 1), x) || ...``,
+    block ``b`` under the tweak of OT index ``i``, session ``s`` and block ``b`` (separate
+    fields of :func:`make_tweaks`: no tweak is ever used twice, so no output block
+    repeats). ``nbytes`` above :data:`MAX_OUTPUT_BYTES` is refused."""
     x = _as_blocks(x)
     n = x.shape[0]
+    if not 0 <= nbytes <= MAX_OUTPUT_BYTES:
+        raise ValueError(f"hash outputs are limited to {MAX_OUTPUT_BYTES} bytes per row")
     if nbytes <= BLOCK:
         return tccr_hash(x, make_tweaks(start, n, session))[:, :nbytes]
     blocks = -(-nbytes // BLOCK)
     out = np.empty((n, blocks * BLOCK), dtype=np.uint8)
     for b in range(blocks):
-        tag = session ^ (b << 56)
-        out[:, b * BLOCK : (b + 1) * BLOCK] = tccr_hash(x, make_tweaks(start, n, tag))
+        out[:, b * BLOCK : (b + 1) * BLOCK] = tccr_hash(x, make_tweaks(start, n, session, b))
     return out[:, :nbytes]
 
 

@@ -13,7 +13,8 @@ Protocol (``kappa = 128``; ``G`` = AES-128-CTR, ``H`` = the fixed-key AES TCCR h
 1. *Setup, roles reversed.* The extension receiver ``R`` acts as base-OT sender of 128
    random OTs with key pairs ``(k_j^0, k_j^1)``; the extension sender ``S`` picks random
    bits ``s`` and learns ``k_j^{s_j}`` (Chou–Orlandi, :mod:`~ppdm.protocols.ot.base`).
-   ``R`` also sends a random 64-bit session tag that goes into every hash tweak.
+   Both parties send a random 16-byte nonce (``R`` first, ``S`` in reply); the session
+   tag in every hash tweak is SHA-256 of both (40 bits), so neither party chooses it.
 2. *Extension of ``m`` OTs with choice bits ``r``.* ``R`` sets ``t^j = G(k_j^0)`` and sends
    ``u^j = t^j XOR G(k_j^1) XOR r`` (128 x m bits). ``S`` computes
    ``q^j = G(k_j^{s_j}) XOR s_j u^j = t^j XOR s_j r``; transposing, row ``i`` satisfies
@@ -46,11 +47,12 @@ Cost per OT after the setup: 16 bytes ``R -> S`` (``u``) for random OT; plus ``2
 bytes ``S -> R`` for ``L``-byte chosen messages, or ``L`` bytes for correlated OT
 (``1/8`` byte for bit correlations). One message per chunk in each used direction:
 random OT is one-way, chosen and correlated OT one round trip. Setup: 128 base OTs
-(``33 + 33 * 128`` bytes, one round trip) plus the session tag.
+(``33 + 33 * 128`` bytes, one round trip) plus the two session nonces.
 """
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -67,7 +69,7 @@ from ppdm.protocols.ot.base import (
     check_choices,
 )
 from ppdm.protocols.ot.bits import pack, transpose_bits, unpack
-from ppdm.protocols.ot.crhash import AESCTRStream, tccr_expand
+from ppdm.protocols.ot.crhash import SESSION_BITS, AESCTRStream, tccr_expand
 
 __all__ = ["DEFAULT_CHUNK", "KAPPA", "IKNPReceiver", "IKNPSender", "OTSession"]
 
@@ -77,6 +79,16 @@ DEFAULT_CHUNK = 1 << 19
 _ALIGN = 64  # the transpose works on 64-column blocks
 
 STEP_SESSION = "session"
+STEP_SESSION_REPLY = "session-reply"
+SESSION_NONCE_BYTES = 16
+
+
+def session_tag(receiver_nonce: bytes, sender_nonce: bytes) -> int:
+    """The session tag of the hash tweaks, from both parties' random nonces (neither
+    chooses it alone): the first :data:`~ppdm.protocols.ot.crhash.SESSION_BITS` bits of
+    SHA-256 over both."""
+    digest = hashlib.sha256(b"ppdm/iknp/session" + receiver_nonce + sender_nonce).digest()
+    return int.from_bytes(digest[:8], "big") >> (64 - SESSION_BITS)
 STEP_U = "u"
 STEP_D = "d"
 
@@ -165,11 +177,16 @@ class IKNPSender:
     def setup(cls, net: Network, peer: str, *, chunk: int = DEFAULT_CHUNK) -> IKNPSender:
         """Run the 128 base OTs (as base-OT receiver) with ``peer``."""
         scoped = net.scoped(_prefix(net.me, peer))
-        session = scoped.receive(peer, STEP_SESSION, expect=int)
-        if not 0 <= session < (1 << 64):
+        theirs = scoped.receive(peer, STEP_SESSION, expect=bytes)
+        if len(theirs) != SESSION_NONCE_BYTES:
             raise ProtocolError(
-                peer, f"{_prefix(net.me, peer)}/{STEP_SESSION}", "session tag is not a 64-bit value"
+                peer,
+                f"{_prefix(net.me, peer)}/{STEP_SESSION}",
+                f"session nonce must be {SESSION_NONCE_BYTES} bytes",
             )
+        mine = secrets.token_bytes(SESSION_NONCE_BYTES)
+        scoped.send(peer, STEP_SESSION_REPLY, mine)
+        session = session_tag(theirs, mine)
         s_bits = np.unpackbits(np.frombuffer(secrets.token_bytes(KAPPA // 8), np.uint8))
         with _scoped_errors(_prefix(net.me, peer)):
             seeds = base_ot_receive_random(scoped, peer, s_bits)
@@ -318,8 +335,16 @@ class IKNPReceiver:
     def setup(cls, net: Network, peer: str, *, chunk: int = DEFAULT_CHUNK) -> IKNPReceiver:
         """Run the 128 base OTs (as base-OT sender) with ``peer``."""
         scoped = net.scoped(_prefix(peer, net.me))
-        session = secrets.randbits(64)
-        scoped.send(peer, STEP_SESSION, session)
+        mine = secrets.token_bytes(SESSION_NONCE_BYTES)
+        scoped.send(peer, STEP_SESSION, mine)
+        theirs = scoped.receive(peer, STEP_SESSION_REPLY, expect=bytes)
+        if len(theirs) != SESSION_NONCE_BYTES:
+            raise ProtocolError(
+                peer,
+                f"{_prefix(peer, net.me)}/{STEP_SESSION_REPLY}",
+                f"session nonce must be {SESSION_NONCE_BYTES} bytes",
+            )
+        session = session_tag(mine, theirs)
         with _scoped_errors(_prefix(peer, net.me)):
             k0, k1 = base_ot_send_random(scoped, peer, KAPPA)
         return cls(scoped, peer, k0, k1, session, chunk=chunk)
