@@ -10,10 +10,12 @@ this is the commutative encryption of Kantarcioglu & Clifton (2004) and Vaidya &
 Items become points in one of two ways:
 
 - :func:`encode_items` embeds the bytes of each item invertibly (for secure set union,
-  where the union must be decrypted back to the items). An item takes ``chunks`` points of
-  :data:`CHUNK_BYTES` bytes each; every item of a job uses the same number of points, so
-  ciphertext sizes do not reveal item lengths. Fake items (:func:`fake_items`) carry a
-  distinct tag and are dropped after decryption.
+  where the union must be decrypted back to the items). An item takes ``chunks`` points;
+  every item of a job uses the same number of points, so ciphertext sizes do not reveal
+  item lengths. An item of several points carries its identifier (a hash of the whole
+  item) in every point, so distinct items never share a point even when they share
+  bytes, and padding differs per item. Fake items (:func:`fake_items`) carry a distinct
+  tag and fresh random content in every point, and are dropped after decryption.
 - :func:`hash_items` hashes each item to a point (for intersection cardinality, where
   nothing is decrypted), domain-separated per job.
 
@@ -24,6 +26,7 @@ scalar multiplications run in libsecp256k1, optionally spread over worker proces
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import threading
@@ -38,21 +41,29 @@ from ppdm.protocols import ecgroup
 from ppdm.randomness import SecureRandom
 
 __all__ = [
+    "BOUND_CHUNK_BYTES",
     "CHUNK_BYTES",
+    "ITEM_ID_BYTES",
     "CommutativeKey",
+    "capacity",
     "chunks_for",
     "decode_items",
     "encode_items",
     "fake_items",
     "hash_items",
+    "item_id",
     "set_workers",
     "shuffle_rows",
     "validate_points",
 ]
 
 PB = ecgroup.POINT_BYTES
-#: Item bytes carried by one point (the embedding's 30 bytes less a real/fake tag byte).
+#: Item bytes carried by a one-point item (the embedding's 30 bytes less a tag byte).
 CHUNK_BYTES = ecgroup.EMBED_CAPACITY - 1
+#: Bytes of the per-item identifier every chunk of a longer item carries.
+ITEM_ID_BYTES = 8
+#: Item bytes per point of an item that spans several points (tag and identifier less).
+BOUND_CHUNK_BYTES = ecgroup.EMBED_CAPACITY - 1 - ITEM_ID_BYTES
 _REAL, _FAKE = b"\x01", b"\x00"
 
 # Below this many points a batch is multiplied in the calling process.
@@ -166,19 +177,45 @@ class CommutativeKey:
 
 
 def chunks_for(max_item_bytes: int) -> int:
-    """Points per item for items of at most ``max_item_bytes`` bytes."""
+    """Points per item for items of at most ``max_item_bytes`` bytes: one up to
+    :data:`CHUNK_BYTES`, else :data:`BOUND_CHUNK_BYTES` per point."""
     if max_item_bytes < 0:
         raise ValueError("max_item_bytes must be >= 0")
-    return max(1, -(-max_item_bytes // CHUNK_BYTES))
+    if max_item_bytes <= CHUNK_BYTES:
+        return 1
+    return -(-max_item_bytes // BOUND_CHUNK_BYTES)
 
 
-def _encode_chunk(items: list[bytes], chunks: int) -> bytes:
+def capacity(chunks: int) -> int:
+    """The longest item ``chunks`` points carry."""
+    return CHUNK_BYTES if chunks == 1 else chunks * BOUND_CHUNK_BYTES
+
+
+def item_id(item: bytes, domain: bytes = b"", chunk: int = 0) -> bytes:
+    """The identifier chunk ``chunk`` of ``item`` carries: SHA-256 of the whole item and
+    the chunk's position (domain-separated per job), truncated to :data:`ITEM_ID_BYTES`.
+
+    It binds each chunk to its item and its place in it: two different items never share
+    a point even when they share a chunk of bytes or are padded alike, and an item's own
+    padding chunks differ from each other (a collision needs two (item, position) pairs
+    with the same 64-bit identifier in one job)."""
+    h = hashlib.sha256(b"ppdm/commutative/item-id" + len(domain).to_bytes(2, "big") + domain)
+    h.update(chunk.to_bytes(2, "big"))
+    h.update(item)
+    return h.digest()[:ITEM_ID_BYTES]
+
+
+def _encode_chunk(items: list[bytes], chunks: int, domain: bytes = b"") -> bytes:
     """Embedding of ``items`` as concatenated compressed points (worker function)."""
     out = bytearray()
+    if chunks == 1:
+        for item in items:
+            out += ecgroup.embed_bytes(_REAL + item)
+        return bytes(out)
     for item in items:
         for c in range(chunks):
-            part = item[c * CHUNK_BYTES : (c + 1) * CHUNK_BYTES]
-            out += ecgroup.embed_bytes(_REAL + part)
+            part = item[c * BOUND_CHUNK_BYTES : (c + 1) * BOUND_CHUNK_BYTES]
+            out += ecgroup.embed_bytes(_REAL + item_id(item, domain, c) + part)
     return bytes(out)
 
 
@@ -187,70 +224,98 @@ def _split(n: int, parts: int) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in itertools.pairwise(bounds) if b > a]
 
 
-def encode_items(items: list[bytes], chunks: int) -> np.ndarray:
-    """Embed each item in ``chunks`` points: array of shape ``(len(items), chunks, 33)``."""
-    cap = chunks * CHUNK_BYTES
+def encode_items(items: list[bytes], chunks: int, *, domain: bytes = b"") -> np.ndarray:
+    """Embed each item in ``chunks`` points: array of shape ``(len(items), chunks, 33)``.
+
+    One point: ``tag || item``. Several points: chunk ``c`` is
+    ``tag || item_id(item, domain, c) || item[21 c : 21 (c + 1)]``, so every point is
+    bound to the whole item and its position in it (:func:`item_id`): no two points of
+    a job's items are equal unless the items are, and padding differs everywhere."""
+    cap = capacity(chunks)
     for item in items:
         if len(item) > cap:
             raise ValueError(f"item of {len(item)} bytes exceeds the {cap}-byte limit")
     pool = _executor() if len(items) * chunks >= _PARALLEL_THRESHOLD else None
     if pool is None:
-        raw = _encode_chunk(items, chunks)
+        raw = _encode_chunk(items, chunks, domain)
     else:
         spans = _split(len(items), _pool_workers * 4)
         raw = b"".join(
-            pool.map(_encode_chunk, [items[a:b] for a, b in spans], [chunks] * len(spans))
+            pool.map(
+                _encode_chunk,
+                [items[a:b] for a, b in spans],
+                [chunks] * len(spans),
+                [domain] * len(spans),
+            )
         )
     return np.frombuffer(raw, dtype=np.uint8).reshape(len(items), chunks, PB).copy()
 
 
 def fake_items(count: int, chunks: int) -> np.ndarray:
-    """``count`` fake items: random 16-byte bodies under the fake tag, distinct w.h.p."""
+    """``count`` fake items under the fake tag, with fresh random content in *every*
+    point (a random identifier and a full chunk of random bytes), so that after
+    encryption a fake row looks like a real one: no constant or repeated point."""
     out = np.empty((count, chunks, PB), dtype=np.uint8)
-    rnd = os.urandom(16 * count)
-    empty_fake = np.frombuffer(ecgroup.embed_bytes(_FAKE), dtype=np.uint8)
+    if chunks == 1:
+        rnd = os.urandom(CHUNK_BYTES * count)
+        for i in range(count):
+            body = rnd[CHUNK_BYTES * i : CHUNK_BYTES * (i + 1)]
+            out[i, 0] = np.frombuffer(ecgroup.embed_bytes(_FAKE + body), dtype=np.uint8)
+        return out
+    per_chunk = ITEM_ID_BYTES + BOUND_CHUNK_BYTES
+    rnd = os.urandom(per_chunk * chunks * count)
     for i in range(count):
-        out[i, 0] = np.frombuffer(
-            ecgroup.embed_bytes(_FAKE + rnd[16 * i : 16 * i + 16]), dtype=np.uint8
-        )
-        out[i, 1:] = empty_fake
+        for c in range(chunks):
+            off = per_chunk * (i * chunks + c)
+            body = _FAKE + rnd[off : off + per_chunk]
+            out[i, c] = np.frombuffer(ecgroup.embed_bytes(body), dtype=np.uint8)
     return out
 
 
-def _decode_chunk(buf: bytes, chunks: int) -> tuple[list[bytes], int]:
+def _decode_chunk(buf: bytes, chunks: int, domain: bytes = b"") -> tuple[list[bytes], int]:
     """Decode concatenated decrypted items (worker function); see :func:`decode_items`."""
     items: list[bytes] = []
     fakes = 0
     row = chunks * PB
+    head = 1 if chunks == 1 else 1 + ITEM_ID_BYTES
     for off in range(0, len(buf), row):
         parts = [
             ecgroup.extract_bytes(buf[off + c * PB : off + (c + 1) * PB]) for c in range(chunks)
         ]
-        if any(not part for part in parts):
+        if any(len(part) < head for part in parts):
             raise ValueError("decrypted point carries no item tag")
         if parts[0][:1] == _FAKE:
             fakes += 1
             continue
         if any(part[:1] != _REAL for part in parts):
             raise ValueError("decrypted item mixes real and fake tags")
-        items.append(b"".join(part[1:] for part in parts))
+        item = b"".join(part[head:] for part in parts)
+        if chunks > 1 and any(
+            part[1:head] != item_id(item, domain, c) for c, part in enumerate(parts)
+        ):
+            raise ValueError("the decrypted chunks of an item do not belong together")
+        items.append(item)
     return items, fakes
 
 
-def decode_items(points: np.ndarray) -> tuple[list[bytes], int]:
+def decode_items(points: np.ndarray, *, domain: bytes = b"") -> tuple[list[bytes], int]:
     """Decode decrypted items; returns the real items and the number of fakes dropped.
 
-    Raises ValueError for a point that carries no embedded item (a protocol fault)."""
+    Raises ValueError for a point that carries no embedded item, or chunks whose
+    identifiers do not match their item (a protocol fault)."""
     m, chunks = points.shape[0], points.shape[1]
     flat = np.ascontiguousarray(points, dtype=np.uint8)
     pool = _executor() if m * chunks >= _PARALLEL_THRESHOLD else None
     if pool is None:
-        return _decode_chunk(flat.tobytes(), chunks)
+        return _decode_chunk(flat.tobytes(), chunks, domain)
     spans = _split(m, _pool_workers * 4)
     items: list[bytes] = []
     fakes = 0
     for got, n_fake in pool.map(
-        _decode_chunk, [flat[a:b].tobytes() for a, b in spans], [chunks] * len(spans)
+        _decode_chunk,
+        [flat[a:b].tobytes() for a, b in spans],
+        [chunks] * len(spans),
+        [domain] * len(spans),
     ):
         items.extend(got)
         fakes += n_fake

@@ -41,10 +41,17 @@ Cost, ``n`` parties, ``m`` items per party (after fakes), ``u`` distinct items (
 ``33 c (n^2 m + n u)``; scalar multiplications ``c (n^2 m + n u)`` in total, ``c (n m + u)``
 per party (phase 1 runs at all parties at once).
 
-Long items: items longer than :data:`~ppdm.protocols.commutative.CHUNK_BYTES` (29) bytes are
-split over ``ceil(max_item_bytes / 29)`` points, the same number for every item of the
-job (``max_item_bytes`` is a public parameter), so ciphertext sizes reveal nothing about an
-item's length.
+Long items: with ``max_item_bytes`` above :data:`~ppdm.protocols.commutative.CHUNK_BYTES`
+(29) every item is split over ``ceil(max_item_bytes / 21)`` points, the same number for
+every item of the job (``max_item_bytes`` is a public parameter), so ciphertext sizes
+reveal nothing about an item's length. Every point of such an item also carries the
+item's 8-byte identifier (a hash of the whole item, domain-separated per job), so two
+different items never share a point — not when they share 21 bytes, not in their
+padding — and fake items carry fresh random content in every point: the collector's
+view of a row (its points' equalities with other rows) is the same for a fake as for a
+real item that no other party holds. (Before this binding, trailing chunks were
+constants: the collector could tell fakes from real items and recover every party's
+true set size, defeating ``pad_to`` and ``fake_ratio``.)
 """
 
 from __future__ import annotations
@@ -132,8 +139,12 @@ def secure_set_union(
     nxt, prev = net.successor(), net.predecessor()
     e = CommutativeKey.generate()
     t0 = time.perf_counter()
+    domain = f"{net.job_id}/{STEP}".encode()
     mine = np.concatenate(
-        [encode_items(own, chunks), fake_items(_fake_count(len(own), fake_ratio, pad_to), chunks)]
+        [
+            encode_items(own, chunks, domain=domain),
+            fake_items(_fake_count(len(own), fake_ratio, pad_to), chunks),
+        ]
     )
 
     log.info(
@@ -182,7 +193,7 @@ def secure_set_union(
             raise ProtocolError(last, f"{STEP}/result", "union is not a sorted list of items")
         return list(union)
     try:
-        real, _fakes = decode_items(batch)
+        real, _fakes = decode_items(batch, domain=domain)
     except ValueError as exc:
         raise ProtocolError(prev, step, f"decryption produced no item: {exc}") from exc
     union = sorted(set(real))
