@@ -35,10 +35,10 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 __all__ = [
     "BLOCK",
     "FIXED_KEY",
-    "AESCTRStream",
-    "aes_permute",
     "MAX_OUTPUT_BYTES",
     "SESSION_BITS",
+    "AESCTRStream",
+    "aes_permute",
     "make_tweaks",
     "tccr_expand",
     "tccr_hash",
