@@ -23,7 +23,9 @@ from ppdm.protocols.set_union import secure_set_union
 PARTIES = ["alice", "bob", "carol"]
 
 
-def _collector_view(sets: dict[str, list[bytes]], *, max_item_bytes: int, fake_ratio: float, pad_to=None):
+def _collector_view(
+    sets: dict[str, list[bytes]], *, max_item_bytes: int, fake_ratio: float, pad_to=None
+):
     """Run the union and return (union, {party: its encrypted set as the collector saw it})."""
     net = LocalNetwork(PARTIES, job_id="view", timeout=60)
     seen: dict[str, np.ndarray] = {}

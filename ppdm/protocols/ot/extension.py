@@ -89,6 +89,8 @@ def session_tag(receiver_nonce: bytes, sender_nonce: bytes) -> int:
     SHA-256 over both."""
     digest = hashlib.sha256(b"ppdm/iknp/session" + receiver_nonce + sender_nonce).digest()
     return int.from_bytes(digest[:8], "big") >> (64 - SESSION_BITS)
+
+
 STEP_U = "u"
 STEP_D = "d"
 
