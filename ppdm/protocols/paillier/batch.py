@@ -118,9 +118,15 @@ class PackedVector:
         cts = tuple(a * b % n2 for a, b in zip(self.ciphertexts, other.ciphertexts, strict=True))
         return PackedVector(self.public_key, self.packing, cts, self.length, terms)
 
-    def rerandomize(self) -> PackedVector:
+    def rerandomize(self, *, statistical: bool = True) -> PackedVector:
+        """The same packed plaintexts under fresh randomness: by default textbook ``r^n``
+        masks (statistically hiding past operations, even from the key owner);
+        ``statistical=False``: DJN masks (computationally hiding only, faster)."""
         pk = self.public_key
-        masks = pk.random_masks(len(self.ciphertexts))
+        if statistical:
+            masks = [pk.statistical_mask() for _ in self.ciphertexts]
+        else:
+            masks = pk.random_masks(len(self.ciphertexts))
         cts = tuple(c * r % pk.nsquare for c, r in zip(self.ciphertexts, masks, strict=True))
         return PackedVector(pk, self.packing, cts, self.length, self.terms)
 

@@ -1,9 +1,9 @@
 """Paillier keys with ``g = n + 1``: DJN fast encryption, CRT decryption, homomorphic ops.
 
 Paillier, "Public-key cryptosystems based on composite degree residuosity classes",
-EUROCRYPT 1999; with the short-randomness variant of Damgård, Jurik and Nielsen, "A
-generalization of Paillier's public-key system with applications to electronic voting",
-Int. J. Inf. Security 9(6), 2010 (section 4.2), as in SecretFlow HEU. Seed 000 section
+EUROCRYPT 1999; with the randomness of Damgård, Jurik and Nielsen, "A generalization of
+Paillier's public-key system with applications to electronic voting", Int. J. Inf.
+Security 9(6), 2010 (section 4.2), which SecretFlow HEU also implements. Seed 000 section
 20.5 uses homomorphic encryption for the distributed dot products of vertically
 partitioned mining.
 
@@ -24,17 +24,27 @@ multiplications instead of a full exponentiation. The key owner uses two half-si
 
 Security assumption (document it where keys are used)
 ------------------------------------------------------
-DJN draw ``alpha`` from ``[0, 2^(k/2))`` (``k`` = bit length of ``n``) and prove
-semantic security under DCR. For speed, ppdm draws ``alpha`` uniformly from
-``[0, 2^256)`` by default (``exponent_bits = 2 * 128``), which needs in addition the
-*short-exponent indistinguishability* assumption in the group of ``n``-th residues of
-Jacobi symbol 1 (the best known attack is generic, Pollard's kangaroo in ``2^128``
-steps; the same trade-off as short-exponent Diffie-Hellman, Koshiba and Kurosawa 2004).
-Pass ``exponent_bits=n_bits // 2`` for DJN's original setting, at about 4x the cost.
-Ciphertexts that go back to the key owner after homomorphic operations on another
-party's data should be re-randomized with :meth:`PaillierPublicKey.rerandomize` and
-``statistical=True`` (a fresh ``r^n`` with ``r`` uniform in ``Z*_n``), which hides the
-operations even from someone who knows the factorization.
+By default ``alpha`` is uniform in ``[0, 2^(k/2))`` (``k`` = bit length of ``n``): DJN's
+own setting, semantically secure under the decisional composite residuosity assumption
+(DJN 2010, section 4.2). ``exponent_bits=SHORT_EXPONENT_BITS`` (256) is an explicit
+option, about 4x faster, that needs in addition the *short-exponent
+indistinguishability* assumption in the group of ``n``-th residues of Jacobi symbol 1
+(the best known attack is generic, Pollard's kangaroo in ``2^128`` steps; the same
+trade-off as short-exponent Diffie-Hellman, Koshiba and Kurosawa 2004) -- not DJN's
+analysis, and not the default.
+
+Re-randomization hides *past operations* from the key owner only if it is statistical:
+:meth:`PaillierPublicKey.rerandomize` and :meth:`PackedVector.rerandomize
+<ppdm.protocols.paillier.batch.PackedVector.rerandomize>` therefore multiply by a
+textbook ``r^n`` with ``r`` uniform in ``Z*_n`` by default (uniform over the ``n``-th
+residues: the result is a fresh encryption of the same plaintext even for someone who
+knows the factorization); ``statistical=False`` uses a DJN mask (computationally hiding
+only, faster).
+
+Key generation and keys loaded from bytes or ``phe`` pass the checks of
+:func:`check_key_factors` (HEU-style): two distinct primes of exactly half the modulus
+size, ``|p - q| > 2^(k/2 - 100)``, ``gcd(n, (p-1)(q-1)) = 1`` and ``n`` of exactly ``k``
+bits.
 
 Randomness comes from ``os.urandom`` (through ``secrets``) only. Ciphertexts are ``gmpy2``
 integers; :meth:`PaillierPublicKey.check_ciphertexts` validates those from peers.
@@ -72,9 +82,11 @@ __all__ = [
     "DEFAULT_KEY_BITS",
     "DEFAULT_WINDOW",
     "MIN_KEY_BITS",
+    "SHORT_EXPONENT_BITS",
     "FixedBaseTable",
     "PaillierPrivateKey",
     "PaillierPublicKey",
+    "check_key_factors",
     "generate_keypair",
 ]
 
@@ -82,8 +94,11 @@ __all__ = [
 DEFAULT_KEY_BITS = 2048
 #: Smallest modulus accepted from peers and by :func:`generate_keypair` by default.
 MIN_KEY_BITS = 2048
-#: Bits of the DJN exponent ``alpha`` (2 x 128-bit security).
-DEFAULT_EXPONENT_BITS = 256
+#: Bits of the DJN exponent ``alpha`` by default: ``None`` means half the modulus size
+#: (DJN's setting; 1024 bits for a 2048-bit ``n``).
+DEFAULT_EXPONENT_BITS: int | None = None
+#: The short-exponent option (an extra assumption, see the module docstring).
+SHORT_EXPONENT_BITS = 256
 #: Window of the fixed-base tables (bits of ``alpha`` per modular multiplication).
 DEFAULT_WINDOW = 8
 
@@ -209,7 +224,7 @@ class PaillierPublicKey:
     ) -> None:
         n = _mpz(n, "n")
         if exponent_bits is None:
-            exponent_bits = min(DEFAULT_EXPONENT_BITS, int(n.bit_length()))
+            exponent_bits = max(int(n.bit_length()) // 2, 16)
         if n < 15 or n % 2 == 0 or gmpy2.is_square(n):
             raise ValueError("n must be an odd composite, not a square")
         if not 16 <= exponent_bits <= n.bit_length():
@@ -366,9 +381,10 @@ class PaillierPublicKey:
         arr = values if isinstance(values, np.ndarray) else list(values)
         return self.raw_encrypt_many(encode_signed_many(int(self.n), arr), workers=workers)
 
-    def rerandomize(self, ciphertext: int, *, statistical: bool = False) -> Any:
-        """The same plaintext under fresh randomness. ``statistical=True`` multiplies by a
-        textbook ``r^n`` (slow; hides past operations even from the key owner)."""
+    def rerandomize(self, ciphertext: int, *, statistical: bool = True) -> Any:
+        """The same plaintext under fresh randomness: by default a textbook ``r^n`` (hides
+        past operations even from the key owner, statistically); ``statistical=False``
+        multiplies by a DJN mask instead (faster, computationally hiding only)."""
         c = self.check_ciphertext(ciphertext)
         mask = self.statistical_mask() if statistical else self.random_masks(1)[0]
         return c * mask % self.nsquare
@@ -487,12 +503,16 @@ class PaillierPrivateKey:
     15
     """
 
-    def __init__(self, public_key: PaillierPublicKey, p: int, q: int) -> None:
+    def __init__(
+        self, public_key: PaillierPublicKey, p: int, q: int, *, check: bool = True
+    ) -> None:
         p, q = _mpz(p, "p"), _mpz(q, "q")
         if p * q != public_key.n:
             raise ValueError("p * q does not match the public key")
         if p == q:
             raise ValueError("p and q must differ")
+        if check:
+            check_key_factors(p, q)
         if q < p:
             p, q = q, p
         self.public_key = public_key
@@ -660,15 +680,39 @@ def _random_prime(bits: int) -> Any:
             return p
 
 
+def check_key_factors(p: int, q: int, bits: int | None = None) -> None:
+    """HEU-style checks of a key's factors (``ValueError`` naming the first that fails):
+    ``p`` and ``q`` distinct primes of exactly half the size of ``n = p q``, which has
+    exactly ``bits`` bits (default: its own, rounded up to even); ``|p - q| >
+    2^(bits/2 - 100)`` (Fermat factoring); ``gcd(n, (p-1)(q-1)) = 1``."""
+    p, q = mpz(p), mpz(q)
+    n = p * q
+    k = bits if bits is not None else n.bit_length() + (n.bit_length() & 1)
+    if n.bit_length() != k:
+        raise ValueError(f"n has {n.bit_length()} bits, not {k}")
+    if p == q:
+        raise ValueError("p and q must differ")
+    for name, f in (("p", p), ("q", q)):
+        if f.bit_length() != k // 2:
+            raise ValueError(f"{name} has {f.bit_length()} bits, not {k // 2}")
+        if not gmpy2.is_prime(f, 40):
+            raise ValueError(f"{name} is not prime")
+    if k >= 256 and abs(p - q).bit_length() <= k // 2 - 100:
+        raise ValueError("p and q are too close (|p - q| <= 2^(k/2 - 100))")
+    if gmpy2.gcd(n, (p - 1) * (q - 1)) != 1:
+        raise ValueError("gcd(n, (p-1)(q-1)) != 1")
+
+
 def generate_keypair(
     bits: int = DEFAULT_KEY_BITS,
     *,
-    exponent_bits: int = DEFAULT_EXPONENT_BITS,
+    exponent_bits: int | None = DEFAULT_EXPONENT_BITS,
     window: int = DEFAULT_WINDOW,
     allow_insecure: bool = False,
 ) -> tuple[PaillierPublicKey, PaillierPrivateKey]:
     """A fresh key pair with an ``n`` of exactly ``bits`` bits (two ``bits/2``-bit primes
-    from ``secrets``).
+    from ``secrets``, checked by :func:`check_key_factors`). ``exponent_bits`` ``None``
+    is DJN's ``bits/2``; :data:`SHORT_EXPONENT_BITS` is the faster option.
 
     Moduli below 2048 bits are refused unless ``allow_insecure=True`` (tests only).
     """
@@ -679,7 +723,11 @@ def generate_keypair(
     while True:
         p = _random_prime(bits // 2)
         q = _random_prime(bits // 2)
-        if p != q and (p * q).bit_length() == bits:
-            break
-    pub = PaillierPublicKey(p * q, exponent_bits=min(exponent_bits, bits), window=window)
-    return pub, PaillierPrivateKey(pub, p, q)
+        try:
+            check_key_factors(p, q, bits)
+        except ValueError:
+            continue
+        break
+    ebits = min(exponent_bits, bits) if exponent_bits is not None else None
+    pub = PaillierPublicKey(p * q, exponent_bits=ebits, window=window)
+    return pub, PaillierPrivateKey(pub, p, q, check=False)
