@@ -48,6 +48,17 @@ def parser(description: str) -> argparse.ArgumentParser:
     return p
 
 
+def optional_baseline(name: str, fn: Callable[[], Any]) -> Any:
+    """Run a third-party baseline; if it is missing or breaks (e.g. under a newer pandas),
+    print why and return ``None`` so the benchmark goes on without that column."""
+    try:
+        return fn()
+    except Exception as exc:  # a baseline's own failure must not end ppdm's benchmark
+        first = (str(exc).strip().splitlines() or [""])[0]
+        print(f"baseline {name} skipped: {type(exc).__name__}: {first}"[:300])
+        return None
+
+
 def timed(fn: Callable[[], Any], *, repeat: int = 1) -> tuple[float, Any]:
     """Best wall time of ``repeat`` runs of ``fn`` and the last result."""
     best = float("inf")

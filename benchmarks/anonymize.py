@@ -28,7 +28,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import ANONBENCH_QI, Report, Row, load_adult, parser, timed
+from _common import ANONBENCH_QI, Report, Row, load_adult, optional_baseline, parser, timed
 
 from ppdm.anonymize.hierarchy import load_hierarchies
 from ppdm.anonymize.lattice import (
@@ -43,6 +43,7 @@ from ppdm.anonymize.models import make_models
 
 def _anjana_seconds(df: pd.DataFrame, qi: list[str], adult: Path, k: int) -> float | None:
     if importlib.util.find_spec("anjana") is None:
+        print("baseline anjana skipped: not installed (pip install '.[bench]')")
         return None
     from anjana.anonymity import k_anonymity
 
@@ -51,8 +52,10 @@ def _anjana_seconds(df: pd.DataFrame, qi: list[str], adult: Path, k: int) -> flo
         for a in qi
     }
     data = df.astype(str)
-    seconds, _ = timed(lambda: k_anonymity(data, [], qi, k, 0, hierarchies))
-    return seconds
+    got = optional_baseline(
+        "anjana", lambda: timed(lambda: k_anonymity(data, [], qi, k, 0, hierarchies))
+    )
+    return None if got is None else got[0]
 
 
 def main() -> None:

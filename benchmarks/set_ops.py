@@ -62,11 +62,31 @@ def plain_intersection(n: int) -> float:
     return t
 
 
+def check(job: str, doc: dict, n: int) -> None:
+    """The benchmark checks its own results: every party's union (size and SHA-256 of the
+    sorted items) or cardinality equals the plain computation on the same generated sets."""
+    from ppdm.jobs.set_ops import _digest
+
+    if not doc.get("ok"):
+        raise SystemExit(f"{job} failed: {doc.get('error')}")
+    sets = [set(generated_ids(i, n, 0.5, 1)) for i in range(len(PARTIES))]
+    for party, record in doc["parties"].items():
+        result = record["result"]
+        if job == "set-union":
+            union = sorted(x.to_bytes(8, "big", signed=True) for x in set.union(*sets))
+            if result["union_size"] != len(union) or result["union_sha256"] != _digest(union):
+                raise SystemExit(f"set union at {party} differs from the plain union")
+        elif result["cardinality"] != len(set.intersection(*sets)):
+            raise SystemExit(f"intersection cardinality at {party} differs from the plain one")
+
+
 def in_process(job: str, n: int) -> tuple[float, dict]:
     contexts = {p: PartyContext(p) for p in PARTIES}
     t0 = time.perf_counter()
     doc = simulate_job(job, contexts, {"generate_n": n, "workers": 1}, timeout=3600)
-    return time.perf_counter() - t0, doc
+    elapsed = time.perf_counter() - t0
+    check(job, doc, n)
+    return elapsed, doc
 
 
 def over_grpc(job: str, n: int) -> tuple[float, dict]:
@@ -78,7 +98,9 @@ def over_grpc(job: str, n: int) -> tuple[float, dict]:
     ):
         t0 = time.perf_counter()
         doc = bed.run_job(job, {"generate_n": n}, timeout=600)
-        return time.perf_counter() - t0, doc
+        elapsed = time.perf_counter() - t0
+        check(job, doc, n)
+        return elapsed, doc
 
 
 def main() -> None:
