@@ -15,9 +15,8 @@ import pytest
 from ppdm.jobs.document import simulate_job
 from ppdm.jobs.mining import partition_file, set_party_data
 from ppdm.jobs.registry import PartyContext
-from ppdm.mining.itemsets import frequent_itemsets
+from ppdm.mining.itemsets import min_count
 from ppdm.mining.readers import read_fimi
-from ppdm.mining.rules import association_rules
 
 pytestmark = pytest.mark.grpc
 
@@ -89,18 +88,45 @@ def _assoc_check(doc, ref_doc, pooled, parties, *, counts):
     for p in parties:
         assert _without_party(got[p]) == _without_party(first)  # every party learns the same
         assert got[p] == ref[p]  # gRPC == in process
-    want = frequent_itemsets(pooled, SUPPORT)
+    want, want_rules = _independent_oracle(pooled)
     found = {frozenset(e["items"]): e["support_count"] for e in first["frequent_itemsets"]}
     assert set(found) == set(want)
     if counts:
-        assert found == {k: v for k, v in want.items()}
-    want_rules = {
-        (tuple(sorted(r.antecedent)), tuple(sorted(r.consequent)))
-        for r in association_rules(want, pooled.n_transactions, min_confidence=CONFIDENCE)
-    }
+        assert found == want
     assert {(tuple(r["antecedent"]), tuple(r["consequent"])) for r in first["rules"]} == (
         want_rules
     )
+
+
+def _independent_oracle(pooled):
+    """Frequent itemsets (with counts) by pyfim and by mlxtend, which must agree, and the
+    rules by mlxtend's association_rules: none of it from ppdm's own miner."""
+    import fim
+    from mlxtend.frequent_patterns import apriori
+    from mlxtend.frequent_patterns import association_rules as mlx_rules
+    from mlxtend.preprocessing import TransactionEncoder
+
+    tx = [list(t) for t in pooled.transactions()]
+    count = min_count(SUPPORT, len(tx))
+    # pyfim leaves out items present in every transaction; an empty one changes no count.
+    py = {
+        frozenset(items): int(c)
+        for items, c in fim.fpgrowth([*tx, []], target="s", supp=-count, zmin=1, report="a")
+    }
+    te = TransactionEncoder()
+    onehot = pd.DataFrame(te.fit(tx).transform(tx), columns=te.columns_)
+    fi = apriori(onehot, min_support=SUPPORT, use_colnames=True)
+    mlx = {
+        frozenset(int(i) for i in row.itemsets): round(row.support * len(tx))
+        for row in fi.itertuples()
+    }
+    assert mlx == py, "the two oracles disagree"
+    rules = mlx_rules(fi, metric="confidence", min_threshold=CONFIDENCE)
+    want_rules = {
+        (tuple(sorted(int(i) for i in a)), tuple(sorted(int(i) for i in c)))
+        for a, c in zip(rules["antecedents"], rules["consequents"], strict=True)
+    }
+    return py, want_rules
 
 
 @pytest.mark.timeout(120)
