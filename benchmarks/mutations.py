@@ -1,13 +1,14 @@
 """Deliberate privacy bugs, and the tests that catch them (issue 12, item 5).
 
 Each mutation below weakens privacy while every answer stays correct: the kind of bug a
-suite that only checks outputs lets through. For each one this script copies the
+suite that only checks outputs lets through: the six of issue 12, and more that the view
+tests of ``tests/privacy/test_views.py`` guard against. For each one this script copies the
 package to a temporary folder, applies the mutation there (a text substitution whose
 anchor must occur exactly once: a changed anchor is reported, never silently skipped),
 runs the listed tests against the copy, and prints a table: the mutation must make at
 least one test fail. The working tree is never modified.
 
-    python benchmarks/mutations.py            # all six
+    python benchmarks/mutations.py            # all of them
     python benchmarks/mutations.py --only dp  # one (by name prefix)
     python benchmarks/mutations.py --json mutations.json
 
@@ -47,7 +48,11 @@ MUTATIONS = (
         "ppdm/protocols/secure_sum.py",
         "            mask = np.frombuffer(secrets.token_bytes(8 * n), dtype=np.uint64).copy()",
         "            mask = np.zeros(n, dtype=np.uint64)",
-        ("tests/privacy/test_guards.py", "tests/protocols/test_secure_sum.py"),
+        (
+            "tests/privacy/test_guards.py",
+            "tests/privacy/test_views.py",
+            "tests/protocols/test_secure_sum.py",
+        ),
     ),
     Mutation(
         "paillier-16-bit",
@@ -80,6 +85,14 @@ MUTATIONS = (
         "        noise = _discrete_laplace(self._eps / self._delta, arr.size, make_rng(rng))",
         "        noise = _discrete_laplace(100 * self._eps / self._delta, arr.size, make_rng(rng))",
         ("tests/privacy/test_guards.py", "tests/dp"),
+    ),
+    Mutation(
+        "additive-sum-unmasked",
+        "the collusion-resistant sum with zero pairwise masks",
+        "ppdm/protocols/additive_sum.py",
+        '    return np.frombuffer(stream, dtype="<u8").astype(np.uint64)',
+        "    return np.zeros(length, dtype=np.uint64)",
+        ("tests/privacy/test_views.py", "tests/protocols/test_additive_sum.py"),
     ),
     Mutation(
         "mondrian-narrowest",
