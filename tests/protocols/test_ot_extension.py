@@ -516,3 +516,96 @@ def test_both_parties_contribute_to_the_session_tag():
 
     sim = simulate(party, {"alice": None, "bob": None}, timeout=10)
     assert sim.results["alice"] == sim.results["bob"]
+
+
+# KOS15 consistency check (malicious_receiver=True) ------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["random", "chosen", "correlated"])
+def test_kos_check_passes_for_an_honest_receiver(kind):
+    rng = np.random.default_rng(7)
+    m = 3000
+    choices = rng.integers(0, 2, m).astype(np.uint8)
+    m0 = rng.integers(0, 256, (m, 20)).astype(np.uint8)
+    m1 = rng.integers(0, 256, (m, 20)).astype(np.uint8)
+    delta = rng.integers(0, 2**63, m).astype(np.uint64)
+
+    def party(net, _):
+        if net.me == "alice":
+            s = IKNPSender.setup(net, "bob", chunk=1024, malicious_receiver=True)
+            if kind == "random":
+                return s.random(m)
+            if kind == "chosen":
+                return s.send(m0, m1)
+            return s.correlated(delta)
+        r = IKNPReceiver.setup(net, "alice", chunk=1024, malicious_receiver=True)
+        if kind == "random":
+            return r.random(choices)
+        if kind == "chosen":
+            return r.receive(choices, length=20)
+        return r.correlated(choices, dtype=np.uint64)
+
+    sim = simulate(party, {"alice": None, "bob": None}, timeout=60)
+    got = sim.results["bob"]
+    if kind == "random":
+        x0, x1 = sim.results["alice"]
+        assert np.array_equal(got, np.where(choices[:, None] == 1, x1, x0))
+    elif kind == "chosen":
+        assert np.array_equal(got, np.where(choices[:, None] == 1, m1, m0))
+    else:
+        x0 = sim.results["alice"]
+        assert np.array_equal(got, x0 + choices.astype(np.uint64) * delta)
+
+
+def test_kos_check_catches_inconsistent_choice_bits():
+    """A receiver that flips its choice bits in one column of u (to learn a bit of the
+    sender's s) is named at the check step."""
+    from ppdm.parties.local import LocalNetwork
+    from ppdm.protocols.ot.extension import STEP_KOS, STEP_U
+
+    net = LocalNetwork(["alice", "bob"], job_id="kos", timeout=30)
+    ep = net.endpoint("bob")
+    original = ep.send
+
+    def cheat(to, step, value):
+        if step.endswith("/" + STEP_U):
+            value = value.copy()
+            value[17] ^= 0xFF  # column 17 uses other choice bits
+        return original(to, step, value)
+
+    ep.send = cheat  # type: ignore[method-assign]
+    choices = np.random.default_rng(1).integers(0, 2, 500).astype(np.uint8)
+
+    def party(net, _):
+        if net.me == "alice":
+            return IKNPSender.setup(net, "bob", malicious_receiver=True).random(500)
+        return IKNPReceiver.setup(net, "alice", malicious_receiver=True).random(choices)
+
+    with pytest.raises(ProtocolError) as info:
+        simulate(party, {"alice": None, "bob": None}, network=net, timeout=30)
+    assert info.value.party == "bob" and info.value.step.endswith(STEP_KOS)
+
+
+def test_without_the_check_the_same_cheat_goes_unnoticed():
+    from ppdm.parties.local import LocalNetwork
+    from ppdm.protocols.ot.extension import STEP_U
+
+    net = LocalNetwork(["alice", "bob"], job_id="nokos", timeout=30)
+    ep = net.endpoint("bob")
+    original = ep.send
+
+    def cheat(to, step, value):
+        if step.endswith("/" + STEP_U):
+            value = value.copy()
+            value[17] ^= 0xFF
+        return original(to, step, value)
+
+    ep.send = cheat  # type: ignore[method-assign]
+    choices = np.zeros(500, dtype=np.uint8)
+
+    def party(net, _):
+        if net.me == "alice":
+            return IKNPSender.setup(net, "bob").random(500)
+        return IKNPReceiver.setup(net, "alice").random(choices)
+
+    simulate(party, {"alice": None, "bob": None}, network=net, timeout=30)  # no error

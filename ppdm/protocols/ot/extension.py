@@ -83,6 +83,55 @@ STEP_SESSION_REPLY = "session-reply"
 SESSION_NONCE_BYTES = 16
 
 
+STEP_KOS = "kos-check"
+#: Extra OTs per chunk sacrificed by the KOS15 check: kappa + the statistical parameter.
+KOS_EXTRA = 128 + 64
+
+
+def _kos_chi(session: int, start: int, u: np.ndarray, rows: int) -> np.ndarray:
+    """The check's random coefficients ``chi_i`` in GF(2^128), one 16-byte row per OT:
+    AES-CTR from SHA-256 of the session tag, the chunk's first OT index and ``u`` -- a
+    Fiat-Shamir coin toss (random-oracle model): ``chi`` is fixed only after the receiver
+    committed to ``u``, and costs no extra round trip."""
+    h = hashlib.sha256(b"ppdm/iknp/kos15")
+    h.update(session.to_bytes(8, "big") + start.to_bytes(8, "big"))
+    h.update(np.ascontiguousarray(u).tobytes())
+    return AESCTRStream(h.digest()[:16]).read(16 * rows).reshape(rows, 16)
+
+
+_BIT_SELECT = [((np.arange(256) >> j) & 1).astype(bool) for j in range(8)]
+
+
+def _gf2_weighted_sum(chi: np.ndarray, rows: np.ndarray) -> int:
+    """``sum_i chi_i * rows_i`` in GF(2)[X] (carry-less products, unreduced, at most 255
+    bits), rows read as little-endian 128-bit polynomials.
+
+    Four Russians over the bytes of ``chi``: for byte position ``b``, XOR the rows into
+    256 buckets by ``chi_i``'s byte value (one ``xor.at`` pass), then each bit ``j`` of
+    the byte contributes the XOR of the buckets whose value has bit ``j`` set, shifted by
+    ``8 b + j``. Sixteen passes over the rows instead of 128."""
+    r64 = np.ascontiguousarray(rows).view(np.uint64).reshape(len(rows), 2)
+    total = 0
+    for b in range(16):
+        buckets = np.zeros((256, 2), dtype=np.uint64)
+        np.bitwise_xor.at(buckets, chi[:, b], r64)
+        for j, select in enumerate(_BIT_SELECT):
+            acc = np.bitwise_xor.reduce(buckets[select], axis=0)
+            total ^= int.from_bytes(acc.astype("<u8").tobytes(), "little") << (8 * b + j)
+    return total
+
+
+def _clmul(a: int, b: int) -> int:
+    """Carry-less product of two polynomials over GF(2) given as ints."""
+    out = 0
+    while a:
+        if a & 1:
+            out ^= b
+        a >>= 1
+        b <<= 1
+    return out
+
+
 def session_tag(receiver_nonce: bytes, sender_nonce: bytes) -> int:
     """The session tag of the hash tweaks, from both parties' random nonces (neither
     chooses it alone): the first :data:`~ppdm.protocols.ot.crhash.SESSION_BITS` bits of
@@ -165,10 +214,12 @@ class IKNPSender:
         session: int,
         *,
         chunk: int,
+        malicious_receiver: bool = False,
     ) -> None:
         self.net = net
         self.peer = peer
         self.chunk = _check_chunk(chunk)
+        self.malicious_receiver = bool(malicious_receiver)
         self._s_bits = s_bits.astype(bool)
         self._s_row = pack(s_bits)  # (16,) uint8
         self._streams = [AESCTRStream(bytes(k)) for k in seeds]
@@ -176,8 +227,17 @@ class IKNPSender:
         self._index = 0
 
     @classmethod
-    def setup(cls, net: Network, peer: str, *, chunk: int = DEFAULT_CHUNK) -> IKNPSender:
-        """Run the 128 base OTs (as base-OT receiver) with ``peer``."""
+    def setup(
+        cls,
+        net: Network,
+        peer: str,
+        *,
+        chunk: int = DEFAULT_CHUNK,
+        malicious_receiver: bool = False,
+    ) -> IKNPSender:
+        """Run the 128 base OTs (as base-OT receiver) with ``peer``. With
+        ``malicious_receiver=True`` every chunk is checked for a consistent receiver
+        (KOS15; the peer must set it too)."""
         scoped = net.scoped(_prefix(net.me, peer))
         theirs = scoped.receive(peer, STEP_SESSION, expect=bytes)
         if len(theirs) != SESSION_NONCE_BYTES:
@@ -192,7 +252,9 @@ class IKNPSender:
         s_bits = np.unpackbits(np.frombuffer(secrets.token_bytes(KAPPA // 8), np.uint8))
         with _scoped_errors(_prefix(net.me, peer)):
             seeds = base_ot_receive_random(scoped, peer, s_bits)
-        return cls(scoped, peer, s_bits, seeds, session, chunk=chunk)
+        return cls(
+            scoped, peer, s_bits, seeds, session, chunk=chunk, malicious_receiver=malicious_receiver
+        )
 
     @property
     def count(self) -> int:
@@ -202,8 +264,11 @@ class IKNPSender:
     # Core ------------------------------------------------------------------------------
 
     def _q_rows(self, n: int) -> tuple[int, np.ndarray]:
-        """Receive one ``u`` chunk for ``n`` OTs; return (first index, Q rows (n, 16))."""
-        padded = _pad(n)
+        """Receive one ``u`` chunk for ``n`` OTs; return (first index, Q rows (n, 16)).
+        With the KOS15 check, ``KOS_EXTRA`` more OTs ride along and are sacrificed to
+        check that the receiver used one choice vector in every column."""
+        extra = KOS_EXTRA if self.malicious_receiver else 0
+        padded = _pad(n + extra)
         nbytes = padded // 8
         u = self.net.receive(self.peer, STEP_U, expect=np.ndarray)
         if u.dtype != np.uint8 or u.shape != (KAPPA, nbytes):
@@ -218,7 +283,26 @@ class IKNPSender:
         g[self._s_bits] ^= u[self._s_bits]
         start = self._index
         self._index += padded
-        return start, transpose_bits(g)[:n]
+        q = transpose_bits(g)[: n + extra]
+        if extra:
+            self._kos_verify(q, u, start)
+        return start, q[:n]
+
+    def _kos_verify(self, q: np.ndarray, u: np.ndarray, start: int) -> None:
+        """KOS15's correlation check: ``sum chi_i q_i == t + x * s`` (Keller, Orsini and
+        Scholl, CRYPTO 2015, section 3), with the receiver's ``x = sum chi_i r_i`` and
+        ``t = sum chi_i t_i``. A receiver that used different choice bits in different
+        columns (to learn bits of ``s``) fails it except with probability about 2^-64."""
+        step = f"{_prefix(self.net.me, self.peer)}/{STEP_KOS}"
+        got = self.net.receive(self.peer, STEP_KOS, expect=np.ndarray)
+        if got.dtype != np.uint8 or got.shape != (48,):
+            raise ProtocolError(self.peer, step, "expected 48 bytes (x and t)")
+        x = int.from_bytes(got[:16].tobytes(), "little")
+        t = int.from_bytes(got[16:].tobytes(), "little")
+        chi = _kos_chi(self._session, start, u, len(q))
+        s_int = int.from_bytes(self._s_row.tobytes(), "little")
+        if _gf2_weighted_sum(chi, q) != t ^ _clmul(x, s_int):
+            raise ProtocolError(self.peer, step, "the receiver's choice bits are inconsistent")
 
     def _hash_pair(self, q: np.ndarray, start: int, nbytes: int) -> tuple[np.ndarray, np.ndarray]:
         h0 = tccr_expand(q, start=start, session=self._session, nbytes=nbytes)
@@ -324,18 +408,29 @@ class IKNPReceiver:
         session: int,
         *,
         chunk: int,
+        malicious_receiver: bool = False,
     ) -> None:
         self.net = net
         self.peer = peer
         self.chunk = _check_chunk(chunk)
+        self.malicious_receiver = bool(malicious_receiver)
         self._streams0 = [AESCTRStream(bytes(k)) for k in seeds0]
         self._streams1 = [AESCTRStream(bytes(k)) for k in seeds1]
         self._session = session
         self._index = 0
 
     @classmethod
-    def setup(cls, net: Network, peer: str, *, chunk: int = DEFAULT_CHUNK) -> IKNPReceiver:
-        """Run the 128 base OTs (as base-OT sender) with ``peer``."""
+    def setup(
+        cls,
+        net: Network,
+        peer: str,
+        *,
+        chunk: int = DEFAULT_CHUNK,
+        malicious_receiver: bool = False,
+    ) -> IKNPReceiver:
+        """Run the 128 base OTs (as base-OT sender) with ``peer``. With
+        ``malicious_receiver=True`` this party proves, per chunk, that it used one choice
+        vector (KOS15; the peer must set it too)."""
         scoped = net.scoped(_prefix(peer, net.me))
         mine = secrets.token_bytes(SESSION_NONCE_BYTES)
         scoped.send(peer, STEP_SESSION, mine)
@@ -349,18 +444,27 @@ class IKNPReceiver:
         session = session_tag(mine, theirs)
         with _scoped_errors(_prefix(peer, net.me)):
             k0, k1 = base_ot_send_random(scoped, peer, KAPPA)
-        return cls(scoped, peer, k0, k1, session, chunk=chunk)
+        return cls(
+            scoped, peer, k0, k1, session, chunk=chunk, malicious_receiver=malicious_receiver
+        )
 
     @property
     def count(self) -> int:
         return self._index
 
     def _t_rows(self, r: np.ndarray) -> tuple[int, np.ndarray]:
-        """Send ``u`` for the choice bits ``r`` of one chunk; return (first index, T rows)."""
+        """Send ``u`` for the choice bits ``r`` of one chunk; return (first index, T rows).
+        With the KOS15 check, ``KOS_EXTRA`` random choice bits are appended and the
+        check values follow ``u``."""
         n = len(r)
-        padded = _pad(n)
+        extra = KOS_EXTRA if self.malicious_receiver else 0
+        if extra:
+            r = np.concatenate(
+                [r, np.unpackbits(np.frombuffer(secrets.token_bytes(extra // 8), np.uint8))]
+            )
+        padded = _pad(n + extra)
         nbytes = padded // 8
-        r_row = pack(np.concatenate([r, np.zeros(padded - n, dtype=np.uint8)]))
+        r_row = pack(np.concatenate([r, np.zeros(padded - n - extra, dtype=np.uint8)]))
         t = np.empty((KAPPA, nbytes), dtype=np.uint8)
         u = np.empty((KAPPA, nbytes), dtype=np.uint8)
         for j in range(KAPPA):
@@ -371,7 +475,18 @@ class IKNPReceiver:
         self.net.send(self.peer, STEP_U, u)
         start = self._index
         self._index += padded
-        return start, transpose_bits(t)[:n]
+        rows = transpose_bits(t)[: n + extra]
+        if extra:
+            chi = _kos_chi(self._session, start, u, n + extra)
+            x = (
+                np.bitwise_xor.reduce(chi[r.astype(bool)], axis=0)
+                if r.any()
+                else np.zeros(16, np.uint8)
+            )
+            t_sum = _gf2_weighted_sum(chi, rows)
+            check = np.frombuffer(bytes(x) + t_sum.to_bytes(32, "little"), np.uint8)
+            self.net.send(self.peer, STEP_KOS, check)
+        return start, rows[:n]
 
     def _hash(self, t: np.ndarray, start: int, nbytes: int) -> np.ndarray:
         return tccr_expand(t, start=start, session=self._session, nbytes=nbytes)
@@ -495,12 +610,20 @@ class OTSession:
     and make matching calls in the same order.
     """
 
-    def __init__(self, net: Network, peer: str, *, chunk: int = DEFAULT_CHUNK) -> None:
+    def __init__(
+        self,
+        net: Network,
+        peer: str,
+        *,
+        chunk: int = DEFAULT_CHUNK,
+        malicious_receiver: bool = False,
+    ) -> None:
         if peer == net.me or peer not in net.parties:
             raise ValueError(f"peer {peer!r} must be another party of the job")
         self.net = net
         self.peer = peer
         self.chunk = chunk
+        self.malicious_receiver = malicious_receiver
         self._sender: IKNPSender | None = None
         self._receiver: IKNPReceiver | None = None
 
@@ -513,14 +636,18 @@ class OTSession:
     def sender(self) -> IKNPSender:
         """This party as extension sender (the peer must use its :attr:`receiver`)."""
         if self._sender is None:
-            self._sender = IKNPSender.setup(self.net, self.peer, chunk=self.chunk)
+            self._sender = IKNPSender.setup(
+                self.net, self.peer, chunk=self.chunk, malicious_receiver=self.malicious_receiver
+            )
         return self._sender
 
     @property
     def receiver(self) -> IKNPReceiver:
         """This party as extension receiver (the peer must use its :attr:`sender`)."""
         if self._receiver is None:
-            self._receiver = IKNPReceiver.setup(self.net, self.peer, chunk=self.chunk)
+            self._receiver = IKNPReceiver.setup(
+                self.net, self.peer, chunk=self.chunk, malicious_receiver=self.malicious_receiver
+            )
         return self._receiver
 
     def setup_both(self) -> None:
