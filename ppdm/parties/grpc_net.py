@@ -92,7 +92,9 @@ EXCHANGE_METHOD = "/ppdm.v1.Party/Exchange"
 
 
 def channel_options(consortium: Consortium) -> list[tuple[str, Any]]:
-    """gRPC options shared by nodes and clients: message size limits and keep-alive."""
+    """gRPC options shared by nodes and clients: message size limits, keep-alive, and a
+    short reconnect backoff (gRPC's default grows to 120 s, so a channel to a node that
+    was down for a while would keep failing long after the node is back)."""
     limit = consortium.max_message_bytes + FRAME_OVERHEAD
     return [
         ("grpc.max_send_message_length", limit),
@@ -100,7 +102,14 @@ def channel_options(consortium: Consortium) -> list[tuple[str, Any]]:
         ("grpc.keepalive_time_ms", 20_000),
         ("grpc.keepalive_timeout_ms", 10_000),
         ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+        ("grpc.initial_reconnect_backoff_ms", RECONNECT_BACKOFF_MS[0]),
+        ("grpc.min_reconnect_backoff_ms", RECONNECT_BACKOFF_MS[0]),
+        ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MS[1]),
     ]
+
+
+#: First and largest delay (ms) between reconnection attempts to a peer's node.
+RECONNECT_BACKOFF_MS = (200, 2000)
 
 
 def frame_bytes(consortium: Consortium) -> int:

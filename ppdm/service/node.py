@@ -504,6 +504,16 @@ class PartyNode:
                 ch = self._channels[peer] = open_channel(self.settings, peer)
             return ch
 
+    def reset_channel(self, peer: str) -> None:
+        """Drop the cached channel to ``peer`` (its node went away): the next use dials
+        afresh, at once, instead of waiting out a broken channel's reconnect backoff.
+        Streams still open on the old channel end with it."""
+        with self._channel_lock:
+            ch = self._channels.pop(peer, None)
+        if ch is not None:
+            ch.close()
+            log.info("channel to %s reset", peer)
+
     # Endpoints ---------------------------------------------------------------------------
 
     def open_endpoint(
@@ -647,6 +657,8 @@ class PartyNode:
                 reply = call.result()
             except grpc.RpcError as exc:
                 log.warning("audit history from %s not available: %s", peer, exc.code())  # type: ignore[attr-defined]
+                if exc.code() == grpc.StatusCode.UNAVAILABLE:  # type: ignore[attr-defined]
+                    self.reset_channel(peer)
                 continue
             for q in reply.queries[:MAX_AUDIT_HISTORY]:
                 parties = list(q.parties)
@@ -919,6 +931,10 @@ class PartyNode:
             self._links.pop(job.job_id, None)
         for peer, err in errors.items():
             log.warning("job %s: closing the stream to %s: %s", job.job_id, peer, err)
+            if "UNAVAILABLE" in err:
+                self.reset_channel(peer)
+        if error is not None and error.code == "party_failure" and error.party != self.name:
+            self.reset_channel(error.party)  # a peer failed: do not reuse its connection
         job.endpoint.close()
         with self._cond:
             job.result, job.error = result, error
@@ -997,6 +1013,7 @@ class PartyNode:
                     if exc.code() != grpc.StatusCode.UNAVAILABLE:  # type: ignore[attr-defined]
                         continue  # slow or busy is not dead; the receive timeout covers it
                     failures[peer] = failures.get(peer, 0) + 1
+                    self.reset_channel(peer)
                     if failures[peer] >= PROBE_FAILURES:
                         for job in running:
                             if peer in job.parties and job.endpoint is not None:
