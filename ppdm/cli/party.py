@@ -52,9 +52,13 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _health(args: argparse.Namespace) -> int:
-    from ppdm.service.client import health
+    import sys
+
+    from ppdm.service.client import certificate_warnings, health
 
     settings = load_settings(args.settings)
     report = health(settings, timeout=args.timeout)
     write_json(report, None)
+    for line in certificate_warnings(settings):
+        print(f"ppdm: warning: {line}", file=sys.stderr)
     return 0 if all(r["ok"] for r in report.values()) else 1

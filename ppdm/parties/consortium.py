@@ -189,6 +189,7 @@ def issue_certificate(
     *,
     hosts: Sequence[str] = (),
     validity_days: int = 365,
+    not_before: _dt.datetime | None = None,
 ) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
     """An ECDSA P-256 key and a certificate for ``party`` signed by the CA.
 
@@ -204,15 +205,15 @@ def issue_certificate(
         except ValueError:
             if host != party:
                 alt.append(x509.DNSName(host))
-    now = _dt.datetime.now(_dt.UTC)
+    start = not_before or _dt.datetime.now(_dt.UTC) - _dt.timedelta(minutes=5)
     cert = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, party)]))
         .issuer_name(ca_cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _dt.timedelta(minutes=5))
-        .not_valid_after(now + _dt.timedelta(days=validity_days))
+        .not_valid_before(start)
+        .not_valid_after(start + _dt.timedelta(minutes=5) + _dt.timedelta(days=validity_days))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.SubjectAlternativeName(alt), critical=False)
         .add_extension(
@@ -253,6 +254,23 @@ class PartyEntry:
     address: str
     certificate_pem: bytes
     fingerprint: str
+    not_before: _dt.datetime | None = None
+    not_after: _dt.datetime | None = None
+
+    def valid_now(self, now: _dt.datetime | None = None) -> bool:
+        """Whether the member's certificate is valid at ``now`` (default: now)."""
+        now = now or _dt.datetime.now(_dt.UTC)
+        if self.not_before is not None and now < self.not_before:
+            return False
+        return not (self.not_after is not None and now > self.not_after)
+
+    def validity_problem(self) -> str | None:
+        """``None``, or why the member cannot take part now (naming the dates)."""
+        if self.valid_now():
+            return None
+        if self.not_after is not None and _dt.datetime.now(_dt.UTC) > self.not_after:
+            return f"the certificate of {self.name!r} expired on {self.not_after:%Y-%m-%d}"
+        return f"the certificate of {self.name!r} is not valid before {self.not_before:%Y-%m-%d}"
 
     @property
     def host(self) -> str:
@@ -278,6 +296,15 @@ class Consortium:
     def names(self) -> tuple[str, ...]:
         """Party names in roster order (the order every job's ``net.parties`` follows)."""
         return tuple(p.name for p in self.parties)
+
+    def active_names(self) -> tuple[str, ...]:
+        """The members whose certificates are valid now (the default party set of a job:
+        a member whose certificate expired is left out, named by :meth:`inactive`)."""
+        return tuple(p.name for p in self.parties if p.valid_now())
+
+    def inactive(self) -> dict[str, str]:
+        """Members that cannot take part now, with the reason (expired certificates)."""
+        return {p.name: why for p in self.parties if (why := p.validity_problem()) is not None}
 
     def party(self, name: str) -> PartyEntry:
         """The roster entry of ``name``; :class:`ConfigError` if it is not a member."""
@@ -388,6 +415,7 @@ def load_consortium(path: str | Path) -> Consortium:
         raise ConfigError(f"{path}: consortium.name must be a non-empty string")
     ca_pem = _pem_field(table.get("ca_certificate"), base, f"{path}: consortium.ca_certificate")
     ca = _load_cert(ca_pem, f"{path}: consortium.ca_certificate")
+    _check_validity(ca, f"{path}: consortium.ca_certificate")
     max_msg = _int_field(
         table,
         "max_message_bytes",
@@ -424,7 +452,7 @@ def load_consortium(path: str | Path) -> Consortium:
             raise ConfigError(f"{where}: address {address} is used by another party")
         pem = _pem_field(row.get("certificate"), base, f"{where}.certificate")
         cert = _load_cert(pem, f"{where}.certificate")
-        _check_validity(cert, f"{where}.certificate")
+        # An expired member does not stop the others: it is recorded and refused per job.
         try:
             cert.verify_directly_issued_by(ca)
         except (ValueError, TypeError, InvalidSignature):
@@ -438,7 +466,16 @@ def load_consortium(path: str | Path) -> Consortium:
             )
         seen_names.add(pname)
         seen_addresses.add(address)
-        entries.append(PartyEntry(pname, address, pem, certificate_fingerprint(cert)))
+        entries.append(
+            PartyEntry(
+                pname,
+                address,
+                pem,
+                certificate_fingerprint(cert),
+                cert.not_valid_before_utc,
+                cert.not_valid_after_utc,
+            )
+        )
     return Consortium(
         name=name,
         parties=tuple(entries),
@@ -501,6 +538,7 @@ def load_settings(path: str | Path) -> PartySettings:
     cert_pem = _pem_field(tls.get("certificate"), base, f"{path}: tls.certificate")
     key_pem = _pem_field(tls.get("private_key"), base, f"{path}: tls.private_key")
     cert = _load_cert(cert_pem, f"{path}: tls.certificate")
+    _check_validity(cert, f"{path}: tls.certificate")
     if certificate_fingerprint(cert) != entry.fingerprint:
         raise ConfigError(
             f"{path}: tls.certificate is not the certificate the consortium file lists for {name!r}"

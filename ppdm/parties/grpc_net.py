@@ -167,6 +167,9 @@ def authenticate(context: grpc.ServicerContext, consortium: Consortium) -> str:
             f"certificate is not the roster certificate of any party of consortium "
             f"{consortium.name!r}",
         )
+    problem = consortium.party(name).validity_problem()  # type: ignore[arg-type]
+    if problem is not None:
+        context.abort(grpc.StatusCode.PERMISSION_DENIED, problem)
     return name  # type: ignore[return-value]
 
 

@@ -37,7 +37,9 @@ from ppdm.proto.ppdm.v1 import party_pb2_grpc
 from ppdm.service.node import MAX_TIMEOUT_S, STATE_NAMES, from_struct, to_struct
 
 __all__ = [
+    "CERT_WARNING_DAYS",
     "JOB_SCHEMA",
+    "certificate_warnings",
     "NodeClient",
     "decide_job",
     "health",
@@ -82,11 +84,41 @@ def _rpc_error(exc: grpc.RpcError) -> str:
     return f"{code.name if code else 'UNKNOWN'}: {details}"
 
 
+CERT_WARNING_DAYS = 30
+
+
+def certificate_warnings(settings: PartySettings, *, days: int = CERT_WARNING_DAYS) -> list[str]:
+    """One line per roster certificate that has expired or expires within ``days``."""
+    now = _dt.datetime.now(_dt.UTC)
+    out = []
+    for entry in settings.consortium.parties:
+        if entry.not_after is None:
+            continue
+        left = (entry.not_after - now).total_seconds() / 86400
+        if left < 0:
+            out.append(f"the certificate of {entry.name!r} expired on {entry.not_after:%Y-%m-%d}")
+        elif left <= days:
+            out.append(
+                f"the certificate of {entry.name!r} expires on {entry.not_after:%Y-%m-%d} "
+                f"(in {left:.0f} days)"
+            )
+    return out
+
+
 def health(settings: PartySettings, *, timeout: float = 5.0) -> dict[str, dict[str, Any]]:
-    """Ask every node of the consortium for its health, as ``settings``' party."""
+    """Ask every node of the consortium for its health, as ``settings``' party; each
+    record also holds the party's certificate expiry (``certificate_expires``,
+    ``certificate_days_left``)."""
     out: dict[str, dict[str, Any]] = {}
+    now = _dt.datetime.now(_dt.UTC)
     with NodeClient(settings) as client:
         for party in settings.consortium.names:
+            entry = settings.consortium.party(party)
+            problem = entry.validity_problem()
+            if problem is not None:
+                out[party] = {"ok": False, "error": problem}
+                _add_expiry(out[party], entry, now)
+                continue
             try:
                 reply = client.stub(party).Health(pb.HealthRequest(), timeout=timeout)
                 out[party] = {
@@ -98,7 +130,14 @@ def health(settings: PartySettings, *, timeout: float = 5.0) -> dict[str, dict[s
                 }
             except grpc.RpcError as exc:
                 out[party] = {"ok": False, "error": _rpc_error(exc)}
+            _add_expiry(out[party], entry, now)
     return out
+
+
+def _add_expiry(record: dict[str, Any], entry: Any, now: _dt.datetime) -> None:
+    if entry.not_after is not None:
+        record["certificate_expires"] = entry.not_after.isoformat(timespec="seconds")
+        record["certificate_days_left"] = round((entry.not_after - now).total_seconds() / 86400, 1)
 
 
 _TOTALS = ("messages_sent", "messages_received", "bytes_sent", "bytes_received")
@@ -234,7 +273,13 @@ def run_job(
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"job parameters must be JSON values ({exc})") from None
     consortium = settings.consortium
-    members = consortium.order(list(parties) if parties else list(consortium.names))
+    # By default every member whose certificate is valid now; a member whose certificate
+    # expired is left out (and refused by name if listed explicitly).
+    members = consortium.order(list(parties) if parties else list(consortium.active_names()))
+    for p in members:
+        problem = consortium.party(p).validity_problem()
+        if problem is not None:
+            raise ConfigError(f"{problem}: leave it out of --parties or renew it")
     if settings.name not in members:
         raise ConfigError(f"the initiator {settings.name!r} must be a member of the job")
     wait = float(timeout if timeout is not None else settings.job_timeout_s)

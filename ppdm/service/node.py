@@ -598,7 +598,13 @@ class PartyNode:
         job_id = request.job_id
         if not job_id or len(job_id) > 128 or not job_id.isascii():
             raise ConfigError("job id must be 1 to 128 ASCII characters")
-        parties = self.consortium.order(list(request.parties) or list(self.consortium.names))
+        parties = self.consortium.order(
+            list(request.parties) or list(self.consortium.active_names())
+        )
+        for p in parties:
+            problem = self.consortium.party(p).validity_problem()
+            if problem is not None:
+                raise ConfigError(f"{problem}: it cannot take part in jobs")
         if self.name not in parties:
             raise ConfigError(f"party {self.name!r} is not a member of job {job_id!r}")
         if caller not in parties:

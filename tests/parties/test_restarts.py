@@ -36,7 +36,7 @@ def test_twenty_restarts_no_failed_job(tmp_path):
             # break mid-stream), then start it again.
             box: dict = {}
             runner = threading.Thread(
-                target=lambda: box.setdefault(
+                target=lambda box=box: box.setdefault(
                     "doc",
                     bed.run_job("ring-echo", {"rounds": 100_000, "delay_s": 0.01}, deadline=30),
                 )
