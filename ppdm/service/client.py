@@ -39,8 +39,8 @@ from ppdm.service.node import MAX_TIMEOUT_S, STATE_NAMES, from_struct, to_struct
 __all__ = [
     "CERT_WARNING_DAYS",
     "JOB_SCHEMA",
-    "certificate_warnings",
     "NodeClient",
+    "certificate_warnings",
     "decide_job",
     "health",
     "job_status",

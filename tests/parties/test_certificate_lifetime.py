@@ -67,7 +67,15 @@ def test_an_expired_member_is_refused_and_the_others_go_on(tmp_path):
         assert any("'carol'" in w and "expires" in w for w in warnings)
         assert any("'dave'" in w and "expired" in w for w in warnings)
         proc = subprocess.run(
-            [sys.executable, "-m", "ppdm", "party", "health", "--settings", str(bed.settings_path("alice"))],
+            [
+                sys.executable,
+                "-m",
+                "ppdm",
+                "party",
+                "health",
+                "--settings",
+                str(bed.settings_path("alice")),
+            ],
             capture_output=True,
             text=True,
             timeout=60,
