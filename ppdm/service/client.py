@@ -50,6 +50,8 @@ __all__ = [
 ]
 
 JOB_SCHEMA = "ppdm.job/1"
+STATUS_TIMEOUT_S = 2.0  # one GetJobStatus call
+SILENT_GRACE_S = 4.0  # a silent node's grace once every other party has finished
 MAX_PARAM_DEPTH = 32
 
 
@@ -420,14 +422,21 @@ def run_job(
             for p in list(pending):
                 try:
                     status = client.stub(p).GetJobStatus(
-                        pb.JobStatusRequest(job_id=job_id), timeout=5.0
+                        pb.JobStatusRequest(job_id=job_id), timeout=STATUS_TIMEOUT_S
                     )
                 except grpc.RpcError as exc:
-                    # A refused connection is a dead node; a node that stops answering
-                    # (timeouts) is given the job timeout twice over.
+                    # A refused connection is a dead node. A node that stops answering
+                    # (timeouts: frozen, overloaded) is given the job timeout -- its peers'
+                    # receives fail within it -- and once every other party has finished,
+                    # only a short grace more: a silent node is named within about T.
                     since = first_error.setdefault(p, time.perf_counter())
                     refused = exc.code() == grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
-                    limit = unreachable_after_s if refused else max(2 * wait, unreachable_after_s)
+                    others_done = all(q == p or q not in pending for q in members)
+                    limit = (
+                        unreachable_after_s
+                        if refused
+                        else (SILENT_GRACE_S if others_done else max(wait, unreachable_after_s))
+                    )
                     if time.perf_counter() - since >= limit:
                         what = "unreachable" if refused else "not answering"
                         records[p] = _failed_record(

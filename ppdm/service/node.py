@@ -102,6 +102,7 @@ PROBE_FAILURES = 2
 ACCEPTED_TTL_S = 120.0  # an accepted job the initiator never starts is dropped after this
 INPUT_CHECK_REASON = "the job's parameters do not fit this party's data"
 AUDIT_HISTORY_TIMEOUT_S = 2.0
+FAILED_DRAIN_S = 2.0  # how long a failed job waits for its outgoing streams to close
 MAX_AUDIT_HISTORY = 10_000
 
 STATE_NAMES: dict[int, str] = {
@@ -932,7 +933,10 @@ class PartyNode:
                 "job %s failed at %s: %s: %s", job.job_id, self.name, type(exc).__name__, exc
             )
             job.endpoint.abort(error.text(), code=error.code, party=error.party, step=error.step)
-        errors = job.links.close(job.timeout_s)
+        # A successful job drains its streams (the peers may still be reading); a failed
+        # one only gives them a moment: its peers are aborted already, and a frozen peer
+        # must not hold this party for another whole timeout.
+        errors = job.links.close(job.timeout_s if error is None else FAILED_DRAIN_S)
         with self._cond:
             self._links.pop(job.job_id, None)
         for peer, err in errors.items():

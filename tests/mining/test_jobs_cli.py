@@ -675,7 +675,10 @@ def test_demo_mines_the_shipped_baskets(tmp_path, capsys):
     code, stdout, err = _cli(["demo", "--top", "3", "--output", str(out)], capsys)
     assert code == 0, err
     text = " ".join(stdout.split())  # rich wraps lines at the console width
-    assert "identical to centralized mining of the pooled baskets: yes" in text
+    assert (
+        "identical to centralized mining of the pooled baskets with pyfim (independent): yes"
+        in text
+    )
     assert "Top 3 of" in stdout and "What the chains revealed" in stdout
     assert "Cost per protocol phase" in stdout
     doc = json.loads(out.read_text())

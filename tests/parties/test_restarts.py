@@ -54,3 +54,37 @@ def test_twenty_restarts_no_failed_job(tmp_path):
                 failures.append((i, victim, doc["error"]))
         assert not failures, failures
         assert max(waits) < 5.0, waits
+
+
+def test_a_frozen_node_is_named_within_twice_the_timeout(tmp_path):
+    """SIGSTOP a node mid-job: every other party and the runner end the job, naming it,
+    within 2 T; after SIGCONT the node serves the next job."""
+    import signal
+
+    timeout = 6.0
+    with GrpcTestbed(["alice", "bob", "carol"], tmp_path / "bed", timeout=timeout) as bed:
+        box: dict = {}
+        runner = threading.Thread(
+            target=lambda: box.setdefault(
+                "doc",
+                bed.run_job(
+                    "ring-echo", {"rounds": 100_000, "delay_s": 0.01}, timeout=timeout, deadline=60
+                ),
+            )
+        )
+        runner.start()
+        time.sleep(1.0)
+        bed.send_signal("bob", signal.SIGSTOP)
+        frozen = time.perf_counter()
+        try:
+            runner.join(4 * timeout)
+            elapsed = time.perf_counter() - frozen
+        finally:
+            bed.send_signal("bob", signal.SIGCONT)
+        doc = box["doc"]
+        assert doc["state"] == "failed" and doc["failed_party"] == "bob", doc["error"]
+        assert elapsed < 2 * timeout, elapsed
+        for p in ("alice", "carol"):
+            assert doc["parties"][p]["state"] == "failed"
+        again = bed.run_job("ring-echo", {"rounds": 2}, timeout=timeout)
+        assert again["state"] == "succeeded", again["error"]
