@@ -526,7 +526,7 @@ KMEANS_DEFAULTS: dict[str, Any] = {
     "seed": 0,
     "max_iter": 300,
     "tol": 0.0,
-    "fraction_bits": 32,
+    "fraction_bits": None,
     "columns": None,
     "id_column": "record_id",
     "sep": ",",
@@ -607,6 +607,7 @@ def run_kmeans(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> di
                 fraction_bits=opts["fraction_bits"],
                 min_cluster_size=opts["min_cluster_size"],
                 progress=ctx.progress,
+                column_names=records.columns,
             )
         except (ValueError, OverflowError) as exc:
             raise ConfigError(f"party {ctx.name!r}: {exc}") from None
@@ -634,7 +635,6 @@ def _vertical(
 ) -> tuple[Any, dict[str, list[str]], float]:
     from ppdm.mining import fixed_point
     from ppdm.mining.kmeans import vertical_kmeans
-    from ppdm.protocols.secure_sum import secure_sum
 
     if len(net.parties) < 2:
         raise ConfigError("vertical k-means needs at least two parties")
@@ -679,16 +679,16 @@ def _vertical(
             max_iter=opts["max_iter"],
             tol=opts["tol"],
             min_cluster_size=opts["min_cluster_size"],
+            fraction_bits=opts["fraction_bits"],
             progress=ctx.progress,
         )
     except (ValueError, OverflowError) as exc:
         raise ConfigError(f"party {ctx.name!r}: {exc}") from None
     # Inertia: the sum over the parties of their own columns' squared distances to the
-    # assigned centers (one secure sum; reveals only the total).
+    # assigned centers (one secure sum at a precision fitted to the magnitudes; reveals
+    # the total and the order of magnitude of each party's part).
     own = float(((records.x - result.centers[result.labels]) ** 2).sum()) if len(records.x) else 0.0
-    bits = 20
-    enc = fixed_point.encode(np.array([own]), fraction_bits=bits, parties=len(net.parties))
-    total = fixed_point.decode(secure_sum(net.scoped("vkmeans/inertia"), enc), fraction_bits=bits)
+    total = fixed_point.secure_real_sum(net, np.array([own]), step="vkmeans/inertia")
     return result, schema, float(total[0])
 
 
@@ -746,7 +746,7 @@ def check_params(job: str, params: Mapping[str, Any]) -> dict[str, Any]:
         "seed": _integer(merged, "seed", low=0),
         "max_iter": _integer(merged, "max_iter", low=1),
         "tol": _number(merged, "tol"),
-        "fraction_bits": _integer(merged, "fraction_bits", low=1, high=52),
+        "fraction_bits": _optional_integer(merged, "fraction_bits", low=-64, high=52),
         "columns": columns,
         "id_column": id_column,
         "sep": _separator(merged),

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -181,9 +182,10 @@ def horizontal_kmeans(
     seed: int = 0,
     max_iter: int = 300,
     tol: float = 0.0,
-    fraction_bits: int = 32,
+    fraction_bits: int | None = None,
     min_cluster_size: int = 0,
     progress: Progress | None = None,
+    column_names: Sequence[str] | None = None,
 ) -> KMeansResult:
     """Lloyd's k-means on the union of the parties' records (module docstring).
 
@@ -202,7 +204,14 @@ def horizontal_kmeans(
         Stopping rules (``tol`` relative to the mean per-attribute variance, as in
         scikit-learn; ``0`` stops only when no assignment changes).
     fraction_bits
-        Fixed-point precision of the secure sums.
+        Fixed-point precision of the secure sums (``None``: automatic). Before the first
+        iteration every party announces the binary exponent of its largest column sum of
+        ``|x|`` (revealed: the order of magnitude of each party's data); the precision is
+        the most that cannot overflow (at most 32 bits), negative for huge values, so the
+        sums are exact or as precise as float64 up to 1e12 and beyond. An explicit value
+        that would overflow is refused, naming the column and the limit.
+    column_names
+        Names of the columns, for error messages.
     min_cluster_size
         A minimum aggregation size (``0``: off). When positive, every iteration reveals
         the cluster sizes first, by their own secure sum, and stops at every party with
@@ -222,6 +231,7 @@ def horizontal_kmeans(
     dims = secure_sum(net.scoped("kmeans/dim"), np.array([d, 1], dtype=np.int64))
     if int(dims[0]) != d * int(dims[1]):
         raise ValueError("parties disagree on the number of attributes")
+    fraction_bits = _agree_precision(net, x, fraction_bits, n_parties, column_names)  # type: ignore[assignment]
     if isinstance(init, np.ndarray):
         centers = np.array(init, dtype=np.float64)
         if centers.shape != (k, d):
@@ -235,13 +245,7 @@ def horizontal_kmeans(
     threshold = 0.0
     if tol > 0:
         stats = np.concatenate([[len(x)], x.sum(axis=0), (x**2).sum(axis=0)])
-        tot = fixed_point.decode(
-            secure_sum(
-                net.scoped("kmeans/variance"),
-                fixed_point.encode(stats, fraction_bits=fraction_bits, parties=n_parties),
-            ),
-            fraction_bits=fraction_bits,
-        )
+        tot = fixed_point.secure_real_sum(net, stats, step="kmeans/variance")
         n_all = tot[0]
         mean = tot[1 : 1 + d] / n_all
         var = tot[1 + d :] / n_all - mean**2
@@ -258,7 +262,7 @@ def horizontal_kmeans(
             np.add.at(sums, labels, x)
         counts = np.bincount(labels, minlength=k).astype(np.int64)
         changed = len(x) if labels_prev is None else int(np.count_nonzero(labels != labels_prev))
-        enc = fixed_point.encode(sums.ravel(), fraction_bits=fraction_bits, parties=n_parties)
+        enc = np.rint(np.ldexp(sums, fraction_bits[None, :])).astype(np.int64).ravel()
         if min_cluster_size > 0:
             sizes = secure_sum(
                 net.scoped(f"kmeans/iter{it}/sizes"),
@@ -273,7 +277,9 @@ def horizontal_kmeans(
                 net.scoped(f"kmeans/iter{it}"),
                 np.concatenate([enc, counts, [changed]]).astype(np.int64),
             )
-        g_sums = fixed_point.decode(total[: k * d], fraction_bits=fraction_bits).reshape(k, d)
+        g_sums = np.ldexp(
+            np.asarray(total[: k * d], dtype=np.float64).reshape(k, d), -fraction_bits[None, :]
+        )
         g_counts = total[k * d : k * d + k]
         g_changed = int(total[-1])
         new_centers = centers.copy()
@@ -299,16 +305,52 @@ def horizontal_kmeans(
             break
     prog.finish()
     labels, d2 = assign(x, centers) if len(x) else (np.zeros(0, np.int64), np.zeros(0))
-    inertia_enc = fixed_point.encode(
-        np.array([float(d2.sum())]), fraction_bits=min(fraction_bits, 20), parties=n_parties
-    )
     inertia = float(
-        fixed_point.decode(
-            secure_sum(net.scoped("kmeans/inertia"), inertia_enc),
-            fraction_bits=min(fraction_bits, 20),
-        )[0]
+        fixed_point.secure_real_sum(net, np.array([float(d2.sum())]), step="kmeans/inertia")[0]
     )
     return KMeansResult(centers, labels, it, inertia, converged, history)
+
+
+def _agree_precision(
+    net: Network,
+    x: np.ndarray,
+    fraction_bits: int | None,
+    n_parties: int,
+    column_names: Sequence[str] | None,
+) -> np.ndarray:
+    """Per column, the fixed-point precision of the cluster sums, agreed before the first
+    iteration: every party announces, per column, the binary exponent of its sum of
+    ``|x|`` (every cluster sum of the column is bounded by it); a column gets the most
+    fraction bits that cannot overflow (at most 32), so columns of very different scales
+    each keep their precision. Refuses an explicit precision that would overflow,
+    naming the column and the limit."""
+    d = x.shape[1]
+    col_sums = np.abs(x).sum(axis=0) if len(x) else np.zeros(d)
+    mine = [fixed_point.magnitude_exponent(np.array([v])) for v in col_sums]
+    net.broadcast("kmeans/magnitude", np.array(mine, dtype=np.int64))
+    exps = np.array(mine, dtype=np.int64)
+    for p, v in net.gather("kmeans/magnitude").items():
+        if not isinstance(v, np.ndarray) or v.dtype != np.int64 or v.shape != (d,):
+            raise ProtocolError(p, "kmeans/magnitude", f"expected {d} int64 exponents")
+        if v.size and (v.min() < fixed_point.MIN_FRACTION_BITS or v.max() > 1100):
+            raise ProtocolError(p, "kmeans/magnitude", "not valid binary exponents")
+        exps = np.maximum(exps, v)
+    allowed = np.array(
+        [fixed_point.fraction_bits_for(int(e), n_parties, cap=32) for e in exps], dtype=np.int64
+    )
+    if fraction_bits is None:
+        return allowed
+    limit = np.array([fixed_point.fraction_bits_for(int(e), n_parties) for e in exps])
+    bad = np.flatnonzero(limit < fraction_bits)
+    if bad.size:
+        j = int(bad[0])
+        name = repr(column_names[j]) if column_names is not None else str(j)
+        raise ValueError(
+            f"fraction_bits={fraction_bits} overflows the secure sums: column {name} sums to "
+            f"about 2^{int(exps[j])}, so at most {int(limit[j])} fraction bits fit (leave "
+            "fraction_bits unset to choose the precision automatically)"
+        )
+    return np.full(d, fraction_bits, dtype=np.int64)
 
 
 # ---------------------------------------------------------------------------------------
@@ -348,6 +390,7 @@ def vertical_kmeans(
     max_iter: int = 300,
     tol: float = 0.0,
     min_cluster_size: int = 0,
+    fraction_bits: int | None = None,
     progress: Progress | None = None,
 ) -> KMeansResult:
     """Lloyd's k-means over vertically partitioned records (Vaidya & Clifton, KDD 2003,
@@ -419,13 +462,22 @@ def vertical_kmeans(
         _check_int(v, p, "vkmeans/scale") for p, v in net.gather("vkmeans/scale").items()
     ]
     headroom = value_bits - 1 - math.ceil(math.log2(len(parties)))
-    frac_bits = max(min(headroom - max(exps), 40), 0)
-    scale = float(1 << frac_bits)
+    # The distances are scaled by 2^frac_bits, which is negative for large values (the
+    # argmin is unchanged by a common scale; the relative precision stays about 2^-57):
+    # never clamped at 0, where distances above 2^60 used to overflow silently.
+    allowed = headroom - max(exps)
+    if fraction_bits is not None and fraction_bits > allowed:
+        raise ValueError(
+            f"fraction_bits={fraction_bits} overflows the distances: they reach about "
+            f"2^{max(exps)}, so at most {allowed} fraction bits fit (leave fraction_bits "
+            "unset to choose the precision automatically)"
+        )
+    frac_bits = min(allowed, 40 if fraction_bits is None else fraction_bits)
+    scale = math.ldexp(1.0, frac_bits)
     threshold = 0.0
     if tol > 0:
         own_var = np.var(x, axis=0).sum() if n else 0.0
-        enc = fixed_point.encode(np.array([own_var]), fraction_bits=20, parties=len(parties))
-        tot = fixed_point.decode(secure_sum(net.scoped("vkmeans/var"), enc), fraction_bits=20)
+        tot = fixed_point.secure_real_sum(net, np.array([own_var]), step="vkmeans/var")
         d_total = int(secure_sum(net.scoped("vkmeans/dims"), int(x.shape[1])))
         threshold = tol * float(tot[0]) / max(d_total, 1)
     prog = progress_or_null(progress)
@@ -482,12 +534,7 @@ def vertical_kmeans(
             break
         labels_prev = labels
         if threshold > 0:
-            enc_shift = fixed_point.encode(
-                np.array([own_shift]), fraction_bits=30, parties=len(parties)
-            )
-            shift = fixed_point.decode(
-                secure_sum(sub.scoped("shift"), enc_shift), fraction_bits=30
-            )[0]
+            shift = fixed_point.secure_real_sum(sub, np.array([own_shift]), step="shift")[0]
             if shift <= threshold:
                 converged = True
                 break
