@@ -231,7 +231,7 @@ def horizontal_kmeans(
     dims = secure_sum(net.scoped("kmeans/dim"), np.array([d, 1], dtype=np.int64))
     if int(dims[0]) != d * int(dims[1]):
         raise ValueError("parties disagree on the number of attributes")
-    fraction_bits = _agree_precision(net, x, fraction_bits, n_parties, column_names)  # type: ignore[assignment]
+    fbits = _agree_precision(net, x, fraction_bits, n_parties, column_names)
     if isinstance(init, np.ndarray):
         centers = np.array(init, dtype=np.float64)
         if centers.shape != (k, d):
@@ -262,7 +262,7 @@ def horizontal_kmeans(
             np.add.at(sums, labels, x)
         counts = np.bincount(labels, minlength=k).astype(np.int64)
         changed = len(x) if labels_prev is None else int(np.count_nonzero(labels != labels_prev))
-        enc = np.rint(np.ldexp(sums, fraction_bits[None, :])).astype(np.int64).ravel()
+        enc = np.rint(np.ldexp(sums, fbits[None, :])).astype(np.int64).ravel()
         if min_cluster_size > 0:
             sizes = secure_sum(
                 net.scoped(f"kmeans/iter{it}/sizes"),
@@ -278,7 +278,7 @@ def horizontal_kmeans(
                 np.concatenate([enc, counts, [changed]]).astype(np.int64),
             )
         g_sums = np.ldexp(
-            np.asarray(total[: k * d], dtype=np.float64).reshape(k, d), -fraction_bits[None, :]
+            np.asarray(total[: k * d], dtype=np.float64).reshape(k, d), -fbits[None, :]
         )
         g_counts = total[k * d : k * d + k]
         g_changed = int(total[-1])
