@@ -29,9 +29,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
-import threading
-from concurrent.futures import Executor, ProcessPoolExecutor
-from multiprocessing import get_context
+from concurrent.futures import Executor
 
 import numpy as np
 from coincurve import PublicKey
@@ -39,6 +37,7 @@ from coincurve import PublicKey
 from ppdm.errors import ProtocolError
 from ppdm.protocols import ecgroup
 from ppdm.randomness import SecureRandom
+from ppdm.workers import get_pool
 
 __all__ = [
     "BOUND_CHUNK_BYTES",
@@ -68,30 +67,21 @@ _REAL, _FAKE = b"\x01", b"\x00"
 
 # Below this many points a batch is multiplied in the calling process.
 _PARALLEL_THRESHOLD = 4096
-_pool: Executor | None = None
 _pool_workers = 0
-_pool_lock = threading.Lock()
 
 
 def set_workers(workers: int | None) -> None:
-    """Use ``workers`` processes for large batches (``None``: one per CPU; ``1``: none)."""
-    global _pool, _pool_workers
-    n = (os.cpu_count() or 1) if workers is None else max(int(workers), 1)
-    with _pool_lock:
-        if _pool is not None and n != _pool_workers:
-            _pool.shutdown(wait=False, cancel_futures=True)
-            _pool = None
-        _pool_workers = n
+    """Use ``workers`` processes for large batches (``None``: one per CPU; ``1``: none).
+
+    The pools come from :func:`ppdm.workers.get_pool` (shared by the process, one per
+    size, never shut down under a running job; workers die with their node)."""
+    global _pool_workers
+    _pool_workers = (os.cpu_count() or 1) if workers is None else max(int(workers), 1)
 
 
 def _executor() -> Executor | None:
-    global _pool
-    with _pool_lock:
-        if _pool_workers <= 1:
-            return None
-        if _pool is None:
-            _pool = ProcessPoolExecutor(_pool_workers, mp_context=get_context("spawn"))
-        return _pool
+    n = _pool_workers
+    return None if n <= 1 else get_pool(n, method="spawn")
 
 
 class InvalidPoint(ValueError):

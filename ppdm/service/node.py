@@ -80,6 +80,7 @@ from ppdm.service.disclosure import DisclosureAuditor
 from ppdm.service.ledger import Ledger, ledger_path, read_state
 from ppdm.service.policy import Decision, Policy, PolicyFile, evaluate
 from ppdm.service.profiles import Disclosure, get_profile, input_version
+from ppdm.workers import shutdown_pools
 
 __all__ = [
     "Job",
@@ -476,6 +477,7 @@ class PartyNode:
                 ch.close()
             self._channels.clear()
         self.ledger.close()
+        shutdown_pools(wait=False)  # the worker processes go with the node
         log.info("party %s stopped", self.name)
 
     def wait(self) -> None:

@@ -10,43 +10,28 @@ bytes, so a table is built once per worker.
 
 from __future__ import annotations
 
-import atexit
-import multiprocessing
-import threading
 from concurrent.futures import ProcessPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from gmpy2 import mpz
+
+from ppdm.workers import get_pool, shutdown_pools
 
 if TYPE_CHECKING:
     from ppdm.protocols.paillier.keys import PaillierPrivateKey, PaillierPublicKey
 
 __all__ = ["parallel_decrypt", "parallel_encrypt", "shutdown"]
 
-_pools: dict[int, ProcessPoolExecutor] = {}
-_lock = threading.Lock()
-
 
 def _pool(workers: int) -> ProcessPoolExecutor:
-    with _lock:
-        pool = _pools.get(workers)
-        if pool is None:
-            ctx = multiprocessing.get_context("forkserver")
-            pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
-            _pools[workers] = pool
-        return pool
+    """The process-wide forkserver pool of ``workers`` processes (:mod:`ppdm.workers`:
+    shared safely by concurrent jobs; workers die with their node)."""
+    return get_pool(workers, method="forkserver")
 
 
 def shutdown() -> None:
     """Stop the worker processes (they are started again on the next parallel call)."""
-    with _lock:
-        pools = list(_pools.values())
-        _pools.clear()
-    for pool in pools:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
-atexit.register(shutdown)
+    shutdown_pools()
 
 
 def _pack(values: list[Any], width: int) -> bytes:
