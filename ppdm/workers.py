@@ -6,18 +6,16 @@ party node, a simulation), keyed by start method and size:
 - **Shared safely.** Concurrent jobs that ask for different sizes get different pools;
   a pool is never shut down while a job may be using it (only by :func:`shutdown_pools`,
   when the node stops, and at exit), so one job's settings cannot cancel another's work.
-- **Owned by their parent.** Every worker asks the kernel to kill it when its parent
-  dies (Linux ``PR_SET_PDEATHSIG``) and also watches its parent's pid once a second, so
-  a node killed with SIGKILL leaves no worker (and so no resource tracker) behind.
+- **Owned by their parent.** Every worker watches its parent's pid once a second and
+  exits when the parent is gone, so a node killed with SIGKILL leaves no worker (and so
+  no resource tracker) behind.
 """
 
 from __future__ import annotations
 
 import atexit
-import ctypes
 import multiprocessing
 import os
-import signal
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -26,19 +24,16 @@ __all__ = ["get_pool", "shutdown_pools"]
 
 _pools: dict[tuple[str, int], ProcessPoolExecutor] = {}
 _lock = threading.Lock()
-_PR_SET_PDEATHSIG = 1
 
 
 def _die_with_parent() -> None:
-    """Worker initializer: exit as soon as the process that started this worker exits."""
+    """Worker initializer: exit within a second of the process that started this worker.
+
+    A watchdog thread polls the parent pid (a dead parent's children are re-parented).
+    Linux's ``PR_SET_PDEATHSIG`` is deliberately not used: it fires when the parent
+    *thread* ends, and pool workers are started from whichever job thread submitted
+    first, so a finished job would kill workers that another job still uses."""
     parent = os.getppid()
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass  # not Linux: the watchdog below still ends the worker within a second
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(1)
 
     def watch() -> None:
         while True:

@@ -58,12 +58,18 @@ def test_killed_node_leaves_no_process_and_concurrent_pools_work(tmp_path):
             threading.Thread(target=run, args=("alice", 2)),
             threading.Thread(target=run, args=("carol", 3)),
         ]
+        # A small pooled job whose thread ends first must not take workers with it.
+        small = bed.run_job("set-union", {"generate_n": 5000, "workers": 2}, initiator="bob")
+        assert small["state"] == "succeeded", small["error"]
         for t in threads:
             t.start()
         for t in threads:
             t.join(180)
         for who in ("alice", "carol"):
-            assert box[who]["state"] == "succeeded", box[who]["error"]
+            assert box[who]["state"] == "succeeded", (
+                box[who]["error"],
+                [ln for p in bed.parties for ln in bed.log(p).splitlines() if "failed at" in ln],
+            )
         bob = bed._procs["bob"].pid
         kids = _descendants(bob)
         assert kids, "the set union ran without worker processes"
