@@ -48,6 +48,9 @@ def _candidates(text: str) -> np.ndarray:
     return np.asarray(_floats(text, "--candidates"))
 
 
+MAX_EPSILON = 100.0
+
+
 def _run(args: argparse.Namespace) -> int:
     from ppdm.anonymize.dp import (
         BudgetAccountant,
@@ -61,6 +64,11 @@ def _run(args: argparse.Namespace) -> int:
     path = Path(args.input)
     if not path.is_file():
         raise ConfigError(f"file not found: {path}")
+    if args.epsilon > MAX_EPSILON:
+        raise ConfigError(
+            f"--epsilon above {MAX_EPSILON:g} gives no privacy (and the exact samplers "
+            "would need astronomically precise arithmetic)"
+        )
     if not args.epsilon > 0:
         raise ConfigError("--epsilon must be positive")
     table = pd.read_csv(path, sep=args.sep, dtype=str, keep_default_na=False, na_values=[""])

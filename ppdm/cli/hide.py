@@ -79,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"sensitive rules file not found: {args.sensitive}")
     if args.min_support <= 0:
         raise ConfigError("--min-support must be positive")
+    if not args.time_limit > 0:
+        raise ConfigError("--time-limit must be a positive number of seconds")
     db = read_fimi(args.input)
     rules = load_sensitive_rules(args.sensitive)
     fallback = None if str(args.fallback).lower() == "none" else args.fallback

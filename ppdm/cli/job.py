@@ -113,7 +113,11 @@ def _run(args: argparse.Namespace) -> int:
 
     settings = load_settings(args.settings)
     params = parse_params(args.param)
-    get_job(args.name).params(params)  # unknown job or parameter: one-line error, exit 2
+    merged = get_job(args.name).params(params)  # unknown job or parameter: one line, exit 2
+    if get_job(args.name).name in ("assoc", "kmeans"):
+        from ppdm.jobs.mining import check_params
+
+        check_params(args.name, merged)  # bad values are caught here, before any node
     if args.timeout is not None and args.timeout <= 0:
         raise ConfigError("--timeout must be positive")
     if args.deadline is not None and args.deadline <= 0:

@@ -5,8 +5,10 @@ Each command group lives in its own module of :mod:`ppdm.cli` and exposes
 a handler takes the parsed namespace and returns the exit code. Modules are discovered,
 so adding a command group means adding a module, not editing this file.
 
-Bad input (:class:`ppdm.errors.PPDMError` from a handler) is reported as one line on
-stderr with exit code 2.
+Bad input is reported as one ``ppdm: error:`` line on stderr with exit code 2, never a
+traceback: argument errors, :class:`ppdm.errors.PPDMError` from a handler (the commands
+validate their arguments up front) and, as a last line of defence, any other exception
+(its traceback goes to the log at DEBUG).
 """
 
 from __future__ import annotations
@@ -14,21 +16,32 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import math
 import pkgutil
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
 
 import ppdm.cli
 from ppdm import __version__
-from ppdm.errors import PPDMError
+from ppdm.errors import ConfigError, PPDMError
 from ppdm.progress import configure_logging
 
 log = logging.getLogger(__name__)
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one ``ppdm: error:`` line (exit code 2), like
+    every other bad input, instead of argparse's usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"ppdm: error: {self.prog}: {message} (see --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the full argument parser from every command module in :mod:`ppdm.cli`."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ppdm",
         description="Privacy-preserving distributed data mining.",
     )
@@ -50,16 +63,60 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+MAX_PARTIES = 1000  # parties of a simulation or partition (each a thread or a file)
+MAX_TRIALS = 1_000_000
+
+
+def _check_common(args: argparse.Namespace) -> None:
+    """Checks every command shares, before it reads or writes anything: one-character
+    separators, existing output folders and no output path that is a folder, finite
+    numbers, a sane party count and non-negative seeds."""
+    values = vars(args)
+    for name in ("sep", "hierarchy_sep"):
+        v = values.get(name)
+        if isinstance(v, str) and len(v) != 1:
+            raise ConfigError(f"--{name.replace('_', '-')} must be exactly one character")
+    for name in ("output", "report", "out"):
+        v = values.get(name)
+        if not isinstance(v, str) or not v:
+            continue
+        path = Path(v)
+        if not path.resolve().parent.is_dir():
+            raise ConfigError(f"--{name}: folder {path.parent} does not exist")
+        if name != "out" and path.is_dir():
+            raise ConfigError(f"--{name}: {path} is a folder, not a file")
+    for name, v in values.items():
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ConfigError(f"--{name.replace('_', '-')} must be a finite number")
+    parties = values.get("parties")
+    if (
+        isinstance(parties, int)
+        and not isinstance(parties, bool)
+        and not 1 <= parties <= MAX_PARTIES
+    ):
+        raise ConfigError(f"--parties must be in [1, {MAX_PARTIES}]")
+    seed = values.get("seed")
+    if isinstance(seed, int) and not isinstance(seed, bool) and seed < 0:
+        raise ConfigError("--seed must be >= 0")
+    trials = values.get("trials")
+    if isinstance(trials, int) and not 1 <= trials <= MAX_TRIALS:
+        raise ConfigError(f"--trials must be in [1, {MAX_TRIALS}]")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ppdm`` script; returns the process exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a one-line argument error (2)
+        return int(exc.code) if isinstance(exc.code, int) else 2
     configure_logging(args.log_level)
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help(sys.stderr)
         return 2
     try:
+        _check_common(args)
         return int(handler(args) or 0)
     except PPDMError as exc:
         print(f"ppdm: error: {exc}", file=sys.stderr)
@@ -70,6 +127,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ppdm: interrupted", file=sys.stderr)
         return 130
+    except MemoryError:
+        print("ppdm: error: the input needs more memory than this machine has", file=sys.stderr)
+        return 2
+    except RecursionError:
+        print("ppdm: error: the input is nested too deeply", file=sys.stderr)
+        return 2
+    except Exception as exc:  # no traceback for any input: one line, details at DEBUG
+        log.debug("unexpected error", exc_info=True)
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        name = type(exc).__name__
+        if isinstance(exc, IsADirectoryError | NotADirectoryError | PermissionError):
+            first = f"{exc.strerror}: {exc.filename}"
+        print(f"ppdm: error: {name}: {first}" if first else f"ppdm: error: {name}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ code for every party on the in-process network (see ``docs/mining.md``).
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -144,12 +145,25 @@ def _names(count: int, names: str | None) -> list[str]:
     out = [n.strip() for n in names.split(",") if n.strip()]
     if len(out) != count:
         raise ConfigError(f"--names lists {len(out)} parties, --parties says {count}")
+    bad = [n for n in out if not _PARTY_NAME.match(n)]
+    if bad:
+        raise ConfigError(
+            f"--names: {bad[0]!r} is not a party name (lower-case letters, digits and '-', "
+            "at most 63, no spaces or slashes)"
+        )
+    if len(set(out)) != len(out):
+        raise ConfigError("--names repeats a name")
     return out
+
+
+_PARTY_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
 
 def _check_input(path: str) -> None:
     if not Path(path).is_file():
         raise ConfigError(f"input file not found: {path}")
+    if Path(path).stat().st_size == 0:
+        raise ConfigError(f"input file {path} is empty")
 
 
 def _partition(args: argparse.Namespace) -> int:

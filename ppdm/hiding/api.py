@@ -31,10 +31,10 @@ from ppdm.errors import ConfigError
 from ppdm.hiding import border as _border
 from ppdm.hiding import exact as _exact
 from ppdm.hiding import heuristics as _h
-from ppdm.hiding.metrics import Mined, SideEffects, side_effects
+from ppdm.hiding.metrics import Mined, SideEffects, bounded_frequent_itemsets, side_effects
 from ppdm.hiding.problem import HidingError, SensitiveRule, Workspace, rule_is_hidden
 from ppdm.hiding.solvers import MilpSolver
-from ppdm.mining.itemsets import TransactionDB, frequent_itemsets, min_count, support_counts
+from ppdm.mining.itemsets import TransactionDB, min_count, support_counts
 from ppdm.mining.rules import Rule
 from ppdm.progress import Progress, progress_task
 
@@ -174,7 +174,11 @@ def hide_rules(
         ws = Workspace(db, rules, min_support=min_support, min_confidence=min_confidence)
         used = m
         if m in ("border", "maxmin", "exact") and frequent is None:
-            frequent = before.itemsets if before is not None else frequent_itemsets(db, min_support)
+            frequent = (
+                before.itemsets
+                if before is not None
+                else bounded_frequent_itemsets(db, min_support)
+            )
         if m == "exact":
             try:
                 info.update(

@@ -110,6 +110,10 @@ def parse_sensitive_rules(data: Any) -> list[SensitiveRule]:
     for rec in data:
         if not isinstance(rec, Mapping):
             raise ConfigError(f"each sensitive rule must be a JSON object, got {rec!r}")
+        for side in ("antecedent", "consequent"):
+            items = rec.get(side)
+            if isinstance(items, list) and any(isinstance(i, bool) for i in items):
+                raise ConfigError(f"rule {side} holds true/false where items belong: {items!r}")
         r = SensitiveRule.of(rec)
         if r not in out:
             out.append(r)
@@ -124,6 +128,10 @@ def load_sensitive_rules(path: str | os.PathLike[str]) -> list[SensitiveRule]:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to be a rules file") from None
     return parse_sensitive_rules(data)
 
 

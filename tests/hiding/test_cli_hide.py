@@ -73,5 +73,7 @@ def test_hide_command_errors(files: dict[str, Path], capsys: pytest.CaptureFixtu
     assert main([*base, "--sensitive", str(files["rules"])]) == 2
     assert "not in the data" in capsys.readouterr().err
     assert main([*base, "--sensitive", str(files["in"].with_name("missing.json"))]) == 2
-    with pytest.raises(SystemExit):
-        main([*base, "--sensitive", str(files["rules"]), "--method", "nope"])
+    capsys.readouterr()
+    assert main([*base, "--sensitive", str(files["rules"]), "--method", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ppdm: error:") and err.count("\n") == 1 and "--method" in err
