@@ -250,7 +250,7 @@ def _cases(f: Path, hdir: Path) -> tuple[list[list[str]], list[list[str]], list[
         for option in options:
             for value in BAD_NUMBERS:
                 generated.append(_set(bases[name], option, value))
-    for name, base in bases.items():
+    for base in bases.values():
         if "--input" in base:
             generated.append(_set(base, "--input", str(f / "missing.csv")))
             generated.append(_set(base, "--input", str(f / "adir")))
