@@ -63,6 +63,10 @@ _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 
 
+#: Most dimensions of an array on the wire.
+MAX_ARRAY_DIMS = 8
+
+
 class DecodeError(ValueError):
     """A payload that does not decode to a valid value."""
 
@@ -201,6 +205,8 @@ def _decode_array(msg: pb.NdArray) -> np.ndarray:
     if dt is None:
         raise DecodeError(f"array dtype {msg.dtype!r} is not allowed")
     shape = tuple(int(s) for s in msg.shape)
+    if len(shape) > MAX_ARRAY_DIMS or any(s >= 1 << 40 for s in shape):
+        raise DecodeError(f"array shape {shape[: MAX_ARRAY_DIMS + 1]} is out of range")
     count = 1
     for s in shape:
         count *= s
@@ -209,7 +215,10 @@ def _decode_array(msg: pb.NdArray) -> np.ndarray:
             f"array of shape {shape} and dtype {msg.dtype} needs {count * dt.itemsize} "
             f"bytes, got {len(msg.data)}"
         )
-    arr = np.frombuffer(msg.data, dtype=dt).reshape(shape)
+    try:
+        arr = np.frombuffer(msg.data, dtype=dt).reshape(shape)
+    except ValueError as exc:  # a shape numpy cannot represent: the sender's fault
+        raise DecodeError(f"array of shape {shape} cannot be built ({exc})") from None
     native = dt.newbyteorder("=")
     out = arr.astype(native, copy=True)
     if out.dtype == np.bool_ and count and np.frombuffer(msg.data, dtype=np.uint8).max() > 1:

@@ -423,24 +423,29 @@ def handle_exchange(
             return env_pb.ExchangeSummary(frames=reasm.frames, envelopes=reasm.envelopes)
         try:
             view = parse_frame(frame) if isinstance(frame, bytes | memoryview) else frame
-            data = reasm.feed(view)
         except FramingError as exc:
-            job_id = reasm.job_id or (view.job_id if view is not None else "")
-            _refuse_frames(context, endpoint or lookup(job_id, 0.0), peer, exc)
-        if data is None:
-            continue
+            _refuse_frames(context, endpoint or lookup(reasm.job_id or "", 0.0), peer, exc)
         if endpoint is None:
-            endpoint = lookup(reasm.job_id or "", pending_wait_s)
+            # Find the job on the stream's first frame, before buffering anything: frames
+            # for a job that does not exist (or has ended) are refused without holding
+            # their bytes; while the job is awaited, flow control holds the sender.
+            endpoint = lookup(view.job_id, pending_wait_s)  # type: ignore[union-attr]
             if endpoint is None:
                 context.abort(
                     grpc.StatusCode.NOT_FOUND,
-                    f"job {reasm.job_id!r} is not running at this node",
+                    f"job {view.job_id!r} is not running at this node",  # type: ignore[union-attr]
                 )
             if peer not in endpoint.parties:  # type: ignore[union-attr]
                 context.abort(
                     grpc.StatusCode.PERMISSION_DENIED,
-                    f"party {peer!r} is not a member of job {reasm.job_id!r}",
+                    f"party {peer!r} is not a member of job {view.job_id!r}",  # type: ignore[union-attr]
                 )
+        try:
+            data = reasm.feed(view)  # type: ignore[arg-type]
+        except FramingError as exc:
+            _refuse_frames(context, endpoint, peer, exc)
+        if data is None:
+            continue
         # A memoryview is fine: deliver() only parses it and takes its length.
         endpoint.deliver(data, sender=peer)  # type: ignore[union-attr,arg-type]
     try:

@@ -36,6 +36,7 @@ import datetime as _dt
 import hashlib
 import itertools
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -56,6 +57,8 @@ __all__ = [
     "read_state",
     "verify_file",
 ]
+
+log = logging.getLogger(__name__)
 
 LEDGER_SCHEMA = "ppdm.ledger/1"
 GENESIS = "0" * 64
@@ -163,6 +166,7 @@ class Ledger:
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600)
             os.close(fd)
         self._lock = threading.Lock()
+        self._closed = False
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -180,10 +184,16 @@ class Ledger:
 
     # The chain --------------------------------------------------------------------------
 
-    def append(self, kind: str, record: Mapping[str, Any], *, job_id: str = "") -> LedgerEntry:
-        """Add one entry to the chain (and move the head anchor)."""
+    def append(
+        self, kind: str, record: Mapping[str, Any], *, job_id: str = ""
+    ) -> LedgerEntry | None:
+        """Add one entry to the chain (and move the head anchor); ``None`` once the
+        ledger is closed (a job thread that outlives its stopping node)."""
         rec = json.loads(json.dumps(dict(record), default=str))
         with self._lock:
+            if self._closed:
+                log.warning("ledger closed: %s entry for job %s not recorded", kind, job_id)
+                return None
             seq = self._seq + 1
             time = _now()
             digest = entry_hash(seq, time, kind, job_id, rec, self._head)
@@ -228,6 +238,8 @@ class Ledger:
     def save_job(self, job_id: str, record: Mapping[str, Any]) -> None:
         text = json.dumps(dict(record), default=str)
         with self._lock:
+            if self._closed:
+                return
             self._db.execute(
                 "INSERT INTO jobs (job_id, updated, record) VALUES (?, ?, ?) "
                 "ON CONFLICT(job_id) DO UPDATE SET updated = excluded.updated, "
@@ -237,6 +249,8 @@ class Ledger:
 
     def load_job(self, job_id: str) -> dict[str, Any] | None:
         with self._lock:
+            if self._closed:
+                return None
             row = self._db.execute("SELECT record FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
         return json.loads(row[0]) if row else None
 
@@ -250,6 +264,8 @@ class Ledger:
     def save_state(self, key: str, value: Mapping[str, Any]) -> None:
         text = json.dumps(dict(value), default=str)
         with self._lock:
+            if self._closed:
+                return
             self._db.execute(
                 "INSERT INTO state (key, value) VALUES (?, ?) "
                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -263,7 +279,9 @@ class Ledger:
 
     def close(self) -> None:
         with self._lock:
-            self._db.close()
+            if not self._closed:
+                self._closed = True
+                self._db.close()
 
     def __enter__(self) -> Ledger:
         return self

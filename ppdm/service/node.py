@@ -104,6 +104,9 @@ ACCEPTED_TTL_S = 120.0  # an accepted job the initiator never starts is dropped 
 INPUT_CHECK_REASON = "the job's parameters do not fit this party's data"
 AUDIT_HISTORY_TIMEOUT_S = 2.0
 FAILED_DRAIN_S = 2.0  # how long a failed job waits for its outgoing streams to close
+#: Incoming Exchange streams one peer may hold open at once (one per running job it shares
+#: with this node, and slack): a member cannot take every server thread.
+MAX_STREAMS_PER_PEER = MAX_RUNNING_JOBS + 4
 MAX_AUDIT_HISTORY = 10_000
 
 STATE_NAMES: dict[int, str] = {
@@ -143,6 +146,24 @@ def from_struct(s: struct_pb2.Struct, what: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{what} is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise ValueError(f"{what} is nested too deeply") from None
+
+
+MAX_PARAM_DEPTH = 32
+
+
+def _check_depth(value: Any, depth: int = 0) -> None:
+    """Refuse job parameters nested deeper than :data:`MAX_PARAM_DEPTH` (a peer could
+    otherwise exhaust the recursion of every later walk over them)."""
+    if depth > MAX_PARAM_DEPTH:
+        raise ConfigError(f"job parameters are nested deeper than {MAX_PARAM_DEPTH} levels")
+    if isinstance(value, dict):
+        for v in value.values():
+            _check_depth(v, depth + 1)
+    elif isinstance(value, list):
+        for v in value:
+            _check_depth(v, depth + 1)
 
 
 def policy_path(settings: PartySettings) -> Path | None:
@@ -391,6 +412,7 @@ class PartyNode:
         self._endpoints: dict[str, Endpoint] = {}
         self._links: dict[str, JobLinks] = {}
         self._rate: dict[str, deque[float]] = {}
+        self._streams: dict[str, int] = {}  # open incoming Exchange streams per peer
         self._cond = threading.Condition()
         self._channels: dict[str, grpc.Channel] = {}
         self._channel_lock = threading.Lock()
@@ -622,6 +644,7 @@ class PartyNode:
             raise ConfigError(str(exc)) from None
         if not isinstance(given, dict):
             raise ConfigError("job parameters must be a JSON object")
+        _check_depth(given)
         return parties, float(timeout), spec.params(given)
 
     def decide(
@@ -1039,13 +1062,30 @@ class _Servicer(party_pb2_grpc.PartyServicer):
         self.node = node
 
     def Exchange(self, request_iterator: Any, context: grpc.ServicerContext) -> Any:
-        return handle_exchange(
-            request_iterator,
-            context,
-            consortium=self.node.consortium,
-            lookup=self.node._lookup,
-            pending_wait_s=self.node.pending_wait_s,
-        )
+        peer = authenticate(context, self.node.consortium)
+        with self.node._cond:
+            open_now = self.node._streams.get(peer, 0)
+            if open_now >= MAX_STREAMS_PER_PEER:
+                refuse = True
+            else:
+                refuse = False
+                self.node._streams[peer] = open_now + 1
+        if refuse:
+            context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"party {peer!r} already has {MAX_STREAMS_PER_PEER} streams open at this node",
+            )
+        try:
+            return handle_exchange(
+                request_iterator,
+                context,
+                consortium=self.node.consortium,
+                lookup=self.node._lookup,
+                pending_wait_s=self.node.pending_wait_s,
+            )
+        finally:
+            with self.node._cond:
+                self.node._streams[peer] -= 1
 
     def ProposeJob(self, request: pb.JobRequest, context: grpc.ServicerContext) -> Any:
         caller = authenticate(context, self.node.consortium)

@@ -94,6 +94,8 @@ __all__ = [
 DEFAULT_KEY_BITS = 2048
 #: Smallest modulus accepted from peers and by :func:`generate_keypair` by default.
 MIN_KEY_BITS = 2048
+#: Largest modulus accepted from a peer (bounds the work a peer can make us do).
+MAX_KEY_BITS = 8192
 #: Bits of the DJN exponent ``alpha`` by default: ``None`` means half the modulus size
 #: (DJN's setting; 1024 bits for a 2048-bit ``n``).
 DEFAULT_EXPONENT_BITS: int | None = None
@@ -246,6 +248,7 @@ class PaillierPublicKey:
         step: str,
         *,
         min_bits: int = MIN_KEY_BITS,
+        max_bits: int = MAX_KEY_BITS,
         **options: int,
     ) -> PaillierPublicKey:
         """A public key received from ``party`` at ``step``: an odd ``n`` of at least
@@ -262,6 +265,11 @@ class PaillierPublicKey:
         if n.bit_length() < min_bits:
             raise ProtocolError(
                 party, step, f"Paillier modulus of {n.bit_length()} bits (< {min_bits})"
+            )
+        if n.bit_length() > max_bits:
+            # A huge modulus costs the receiver seconds per operation: a denial of service.
+            raise ProtocolError(
+                party, step, f"Paillier modulus of {n.bit_length()} bits (> {max_bits})"
             )
         if n % 2 == 0 or gmpy2.is_square(n) or gmpy2.gcd(n, _SMALL_PRIMES) != 1:
             raise ProtocolError(party, step, "Paillier modulus is not a valid RSA modulus")
