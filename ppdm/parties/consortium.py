@@ -44,6 +44,9 @@ Settings file::
                                         # none: the default policy applies
     state_dir = "state/alice"           # ledger and job records (default)
 
+    [limits]                            # optional; what one member can make the node hold
+    max_streams_per_peer = 20           # (all fields and defaults: NodeLimits)
+
     [inputs]
     secure_sum = 417
 
@@ -101,6 +104,61 @@ DEFAULT_MAX_ENVELOPE_BYTES = 512 * 1024 * 1024
 DEFAULT_JOB_TIMEOUT_S = 60.0
 DEFAULT_MAX_WORKERS = 64
 MIN_MESSAGE_BYTES = 16 * 1024
+
+
+@dataclass(frozen=True)
+class NodeLimits:
+    """What one member can make a node hold (the ``[limits]`` table of a party's settings).
+
+    Every field has a safe default; ``docs/deployment.md`` lists them. Over a limit, the
+    node refuses the stream or call (``RESOURCE_EXHAUSTED``), or ends the job naming the
+    sending party (:class:`ppdm.errors.ProtocolError`).
+    """
+
+    #: jobs running at this node at once
+    max_running_jobs: int = 16
+    #: incoming Exchange streams one peer may hold open at once
+    max_streams_per_peer: int = 20
+    #: how long a stream for a job this node has not started yet waits for it
+    pending_job_wait_s: float = 30.0
+    #: an incoming stream that carries no frame for this long is closed
+    idle_stream_s: float = 600.0
+    #: ... and once its job has ended at this node, after this long without a frame
+    ended_stream_grace_s: float = 30.0
+    #: bytes one peer may have delivered to one job that the job has not read yet
+    max_unread_bytes_per_peer: int = 256 << 20
+    #: bytes all peers together may have delivered to one job and it has not read yet
+    max_unread_bytes_per_job: int = 1 << 30
+
+    @classmethod
+    def from_table(cls, table: Any, where: str) -> NodeLimits:
+        """Read and check a ``[limits]`` table (unknown keys and bad values refused)."""
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where} must be a table")
+        known = {f for f in cls.__dataclass_fields__}
+        unknown = sorted(set(table) - known)
+        if unknown:
+            raise ConfigError(f"{where}: unknown setting(s) {unknown}; known: {sorted(known)}")
+        values: dict[str, Any] = {}
+        for key, value in table.items():
+            default = getattr(cls, key)
+            if isinstance(default, float):
+                if (
+                    isinstance(value, bool)
+                    or not isinstance(value, int | float)
+                    or not 0 < value < 1e9
+                ):
+                    raise ConfigError(f"{where}.{key} must be a positive number, got {value!r}")
+                values[key] = float(value)
+            else:
+                values[key] = _int_field(table, key, default, where, minimum=1)
+        limits = cls(**values)
+        if limits.max_unread_bytes_per_peer > limits.max_unread_bytes_per_job:
+            raise ConfigError(
+                f"{where}.max_unread_bytes_per_peer must not exceed max_unread_bytes_per_job"
+            )
+        return limits
+
 
 # Party names travel in certificates as DNS names, so they are DNS labels.
 _NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
@@ -502,6 +560,7 @@ class PartySettings:
     max_workers: int = DEFAULT_MAX_WORKERS
     raw: Mapping[str, Any] = field(default_factory=dict)
     path: Path | None = None
+    limits: NodeLimits = field(default_factory=NodeLimits)
 
     @property
     def base_dir(self) -> Path:
@@ -565,6 +624,7 @@ def load_settings(path: str | Path) -> PartySettings:
     for table in ("inputs", "data"):
         if not isinstance(doc.get(table, {}), dict):
             raise ConfigError(f"{path}: [{table}] must be a table")
+    limits = NodeLimits.from_table(doc.get("limits", {}), f"{path}: limits")
     return PartySettings(
         name=name,
         consortium=consortium,
@@ -575,6 +635,7 @@ def load_settings(path: str | Path) -> PartySettings:
         max_workers=workers,
         raw=doc,
         path=path,
+        limits=limits,
     )
 
 

@@ -60,6 +60,7 @@ __all__ = [
     "JobLinks",
     "PeerStream",
     "Reassembler",
+    "StreamWatch",
     "authenticate",
     "channel_options",
     "encode_frames",
@@ -394,6 +395,68 @@ class Reassembler:
 JobLookup = Callable[[str, float], Endpoint | None]
 
 
+class StreamWatch:
+    """The incoming Exchange streams of a node, so that idle ones can be closed.
+
+    :func:`handle_exchange` registers each stream and touches it on every frame; the
+    node calls :meth:`reap` periodically, which cancels a stream that carried no frame
+    for ``idle_s`` seconds, or for ``ended_grace_s`` seconds once its job has ended at
+    this node (its thread is freed; a running job's endpoint learns the peer went quiet,
+    naming it). Frames for an ended job are dropped on arrival meanwhile.
+    """
+
+    @dataclass
+    class Entry:
+        context: grpc.ServicerContext
+        peer: str
+        last: float
+        endpoint: Endpoint | None = None
+        reason: str = ""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[int, StreamWatch.Entry] = {}
+        self._next = 0
+
+    def register(self, context: grpc.ServicerContext, peer: str) -> tuple[int, Entry]:
+        with self._lock:
+            self._next += 1
+            entry = StreamWatch.Entry(context, peer, time.monotonic())
+            self._entries[self._next] = entry
+            return self._next, entry
+
+    def unregister(self, token: int) -> None:
+        with self._lock:
+            self._entries.pop(token, None)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    def reap(self, idle_s: float, ended_grace_s: float) -> int:
+        """Cancel idle streams and lingering streams of ended jobs; returns how many."""
+        now = time.monotonic()
+        victims: list[StreamWatch.Entry] = []
+        with self._lock:
+            for entry in self._entries.values():
+                if entry.reason:
+                    continue
+                quiet = now - entry.last
+                if entry.endpoint is not None and entry.endpoint.closed:
+                    if quiet <= ended_grace_s:
+                        continue
+                    entry.reason = "its job has ended at this node"
+                elif quiet > idle_s:
+                    entry.reason = f"no frame for {idle_s:g} s"
+                else:
+                    continue
+                victims.append(entry)
+        for entry in victims:
+            log.info("closing a stream from %s: %s", entry.peer, entry.reason)
+            entry.context.cancel()
+        return len(victims)
+
+
 def handle_exchange(
     request_iterator: Iterator[bytes | env_pb.Frame],
     context: grpc.ServicerContext,
@@ -401,13 +464,37 @@ def handle_exchange(
     consortium: Consortium,
     lookup: JobLookup,
     pending_wait_s: float = PENDING_JOB_WAIT_S,
+    watch: StreamWatch | None = None,
 ) -> env_pb.ExchangeSummary:
     """Serve one incoming Exchange stream: authenticate, reassemble, deliver.
 
     ``lookup(job_id, wait_s)`` returns the job's endpoint at this node, waiting up to
     ``wait_s`` seconds for a job whose ``StartJob`` has not arrived yet, or ``None``.
+    With ``watch``, the stream is registered there so the node can close it when idle.
     """
     peer = authenticate(context, consortium)
+    if watch is None:
+        return _serve_exchange(
+            request_iterator, context, consortium, lookup, pending_wait_s, peer, None
+        )
+    token, entry = watch.register(context, peer)
+    try:
+        return _serve_exchange(
+            request_iterator, context, consortium, lookup, pending_wait_s, peer, entry
+        )
+    finally:
+        watch.unregister(token)
+
+
+def _serve_exchange(
+    request_iterator: Iterator[bytes | env_pb.Frame],
+    context: grpc.ServicerContext,
+    consortium: Consortium,
+    lookup: JobLookup,
+    pending_wait_s: float,
+    peer: str,
+    entry: StreamWatch.Entry | None,
+) -> env_pb.ExchangeSummary:
     reasm = Reassembler(consortium.max_envelope_bytes)
     endpoint: Endpoint | None = None
     while True:
@@ -416,11 +503,19 @@ def handle_exchange(
             frame = next(request_iterator)
         except StopIteration:
             break
-        except Exception as exc:  # the caller went away: the RPC was cancelled
-            if endpoint is not None:
+        except Exception as exc:  # the caller went away, or the node closed the stream
+            closed_here = entry is not None and entry.reason
+            if endpoint is not None and not endpoint.closed:
                 log.warning("stream from %s for job %s broke: %s", peer, reasm.job_id, exc)
-                endpoint.fail_party(peer, "connection to the party's node was lost mid-job")
+                endpoint.fail_party(
+                    peer,
+                    f"the party's stream was closed: {entry.reason}"  # type: ignore[union-attr]
+                    if closed_here
+                    else "connection to the party's node was lost mid-job",
+                )
             return env_pb.ExchangeSummary(frames=reasm.frames, envelopes=reasm.envelopes)
+        if entry is not None:
+            entry.last = time.monotonic()
         try:
             view = parse_frame(frame) if isinstance(frame, bytes | memoryview) else frame
         except FramingError as exc:
@@ -440,6 +535,8 @@ def handle_exchange(
                     grpc.StatusCode.PERMISSION_DENIED,
                     f"party {peer!r} is not a member of job {view.job_id!r}",  # type: ignore[union-attr]
                 )
+            if entry is not None:
+                entry.endpoint = endpoint
         try:
             data = reasm.feed(view)  # type: ignore[arg-type]
         except FramingError as exc:

@@ -188,6 +188,8 @@ class Endpoint(Network):
         job_id: str,
         consortium: str = "local",
         timeout: float = DEFAULT_TIMEOUT,
+        max_unread_bytes_per_peer: int | None = None,
+        max_unread_bytes_per_job: int | None = None,
     ) -> None:
         if me not in parties:
             raise ValueError(f"party {me!r} is not among {list(parties)}")
@@ -210,6 +212,13 @@ class Endpoint(Network):
         self._abort_blame = ("", "")  # the party and step that Abort held responsible
         self._send_lock = threading.Lock()
         self._closed = False
+        # Bytes delivered and not read yet, per sender and in all: a member cannot make
+        # the job hold more than these limits (None: unbounded, the in-process network).
+        self._unread: dict[str, int] = {}
+        self._unread_total = 0
+        self._max_unread_peer = max_unread_bytes_per_peer
+        self._max_unread_job = max_unread_bytes_per_job
+        self._fatal: tuple[str, str] | None = None  # (sender, reason): ends every receive
 
     # Network properties ---------------------------------------------------------------
 
@@ -360,8 +369,25 @@ class Endpoint(Network):
                         envelope.abort.step[:256],
                     )
             else:
+                if self._closed:
+                    return  # the job is over here: nothing it could read is kept
+                size = len(data)
+                held = self._unread.get(origin, 0) + size
+                over = (self._max_unread_peer is not None and held > self._max_unread_peer) or (
+                    self._max_unread_job is not None
+                    and self._unread_total + size > self._max_unread_job
+                )
+                if over:
+                    reason = "sent more data than this party buffers for a job it has not read"
+                    self._poisoned.setdefault(origin, reason)
+                    if self._fatal is None:
+                        self._fatal = (origin, reason)
+                    self._cond.notify_all()
+                    return
+                self._unread[origin] = held
+                self._unread_total += size
                 key = (origin, envelope.step)
-                self._queues.setdefault(key, deque()).append((len(data), envelope))
+                self._queues.setdefault(key, deque()).append((size, envelope))
             self._cond.notify_all()
 
     def poison(self, party: str, reason: str) -> None:
@@ -401,8 +427,12 @@ class Endpoint(Network):
         with self._cond:
             while True:
                 queue = self._queues.get(key)
+                if self._fatal is not None:
+                    raise ProtocolError(self._fatal[0], step, self._fatal[1])
                 if queue:
                     nbytes, envelope = queue.popleft()
+                    self._unread[frm] -= nbytes
+                    self._unread_total -= nbytes
                     break
                 if frm in self._poisoned:
                     raise ProtocolError(frm, step, self._poisoned[frm])
@@ -428,4 +458,19 @@ class Endpoint(Network):
     def close(self) -> None:
         with self._cond:
             self._closed = True
+            # Messages the job never read are dropped with it.
+            self._queues.clear()
+            self._unread.clear()
+            self._unread_total = 0
             self._cond.notify_all()
+
+    @property
+    def closed(self) -> bool:
+        """The job ended at this party (closed or aborted)."""
+        return self._closed
+
+    @property
+    def unread_bytes(self) -> int:
+        """Bytes delivered to this job that it has not read yet (all senders)."""
+        with self._cond:
+            return self._unread_total

@@ -61,10 +61,10 @@ from google.protobuf import struct_pb2
 from ppdm import __version__
 from ppdm.errors import ConfigError, PPDMError, PublicError
 from ppdm.jobs.registry import PartyContext, get_job
-from ppdm.parties.consortium import PartySettings
+from ppdm.parties.consortium import NodeLimits, PartySettings
 from ppdm.parties.grpc_net import (
-    PENDING_JOB_WAIT_S,
     JobLinks,
+    StreamWatch,
     authenticate,
     channel_options,
     frame_bytes,
@@ -95,7 +95,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-MAX_RUNNING_JOBS = 16
+MAX_RUNNING_JOBS = NodeLimits.max_running_jobs  # the default; settings [limits] override
 MAX_FINISHED_JOBS = 256
 MAX_TIMEOUT_S = 7 * 24 * 3600.0
 PROBE_INTERVAL_S = 1.0
@@ -105,8 +105,9 @@ INPUT_CHECK_REASON = "the job's parameters do not fit this party's data"
 AUDIT_HISTORY_TIMEOUT_S = 2.0
 FAILED_DRAIN_S = 2.0  # how long a failed job waits for its outgoing streams to close
 #: Incoming Exchange streams one peer may hold open at once (one per running job it shares
-#: with this node, and slack): a member cannot take every server thread.
-MAX_STREAMS_PER_PEER = MAX_RUNNING_JOBS + 4
+#: with this node, and slack): a member cannot take every server thread. The default;
+#: ``max_streams_per_peer`` in the settings' ``[limits]`` overrides it.
+MAX_STREAMS_PER_PEER = NodeLimits.max_streams_per_peer
 MAX_AUDIT_HISTORY = 10_000
 
 STATE_NAMES: dict[int, str] = {
@@ -400,9 +401,10 @@ class PartyNode:
         settings: PartySettings,
         *,
         probe_peers: bool = True,
-        pending_wait_s: float = PENDING_JOB_WAIT_S,
+        pending_wait_s: float | None = None,
     ) -> None:
         self.settings = settings
+        self.limits = settings.limits
         self.name = settings.name
         self.consortium = settings.consortium
         self.policy = PolicyFile(policy_path(settings))
@@ -419,7 +421,10 @@ class PartyNode:
         self._server: grpc.Server | None = None
         self._stopping = threading.Event()
         self._probe_peers = probe_peers
-        self.pending_wait_s = pending_wait_s
+        self.pending_wait_s = (
+            self.limits.pending_job_wait_s if pending_wait_s is None else pending_wait_s
+        )
+        self.streams = StreamWatch()
         self._monitor: threading.Thread | None = None
         self.port: int | None = None
         self._recover()
@@ -559,6 +564,8 @@ class PartyNode:
             job_id=job_id,
             consortium=self.consortium.name,
             timeout=timeout,
+            max_unread_bytes_per_peer=self.limits.max_unread_bytes_per_peer,
+            max_unread_bytes_per_job=self.limits.max_unread_bytes_per_job,
         )
         links.endpoint = endpoint
         with self._cond:
@@ -830,7 +837,7 @@ class PartyNode:
             running = sum(j.state == pb.JOB_STATE_RUNNING for j in self._jobs.values())
             # Every running job holds one server thread per incoming peer stream.
             streams = (running + 1) * (len(job.parties) - 1)
-            if running >= MAX_RUNNING_JOBS or streams + 8 > self.settings.max_workers:
+            if running >= self.limits.max_running_jobs or streams + 8 > self.settings.max_workers:
                 raise OverflowError(
                     f"{running} jobs already running at {self.name!r} "
                     f"(node.max_workers = {self.settings.max_workers})"
@@ -1033,6 +1040,7 @@ class PartyNode:
         failures: dict[str, int] = {}
         while not self._stopping.wait(PROBE_INTERVAL_S):
             self._expire()
+            self.streams.reap(self.limits.idle_stream_s, self.limits.ended_stream_grace_s)
             if not self._probe_peers:
                 continue
             with self._cond:
@@ -1063,9 +1071,10 @@ class _Servicer(party_pb2_grpc.PartyServicer):
 
     def Exchange(self, request_iterator: Any, context: grpc.ServicerContext) -> Any:
         peer = authenticate(context, self.node.consortium)
+        cap = self.node.limits.max_streams_per_peer
         with self.node._cond:
             open_now = self.node._streams.get(peer, 0)
-            if open_now >= MAX_STREAMS_PER_PEER:
+            if open_now >= cap:
                 refuse = True
             else:
                 refuse = False
@@ -1073,7 +1082,7 @@ class _Servicer(party_pb2_grpc.PartyServicer):
         if refuse:
             context.abort(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"party {peer!r} already has {MAX_STREAMS_PER_PEER} streams open at this node",
+                f"party {peer!r} already has {cap} streams open at this node",
             )
         try:
             return handle_exchange(
@@ -1082,6 +1091,7 @@ class _Servicer(party_pb2_grpc.PartyServicer):
                 consortium=self.node.consortium,
                 lookup=self.node._lookup,
                 pending_wait_s=self.node.pending_wait_s,
+                watch=self.node.streams,
             )
         finally:
             with self.node._cond:

@@ -26,6 +26,7 @@ import time
 import tomllib
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,6 +36,7 @@ import ppdm
 from ppdm.errors import PPDMError
 from ppdm.parties.consortium import (
     DEFAULT_MAX_MESSAGE_BYTES,
+    NodeLimits,
     PartySettings,
     init_consortium,
     load_settings,
@@ -123,6 +125,7 @@ class GrpcTestbed:
         log_level: str = "INFO",
         keep_ca_key: bool = False,
         policy: str | Mapping[str, str] | None = None,
+        limits: NodeLimits | None = None,
     ) -> None:
         self.parties = tuple(parties)
         self.workdir = Path(workdir)
@@ -366,6 +369,7 @@ class LoopbackConsortium:
         pending_wait_s: float = 30.0,
         keep_ca_key: bool = False,
         policy: str | Mapping[str, str] | None = None,
+        limits: NodeLimits | None = None,
     ) -> None:
         self.parties = tuple(parties)
         self.workdir = Path(workdir)
@@ -383,6 +387,8 @@ class LoopbackConsortium:
             if text is not None:
                 write_policy(self.workdir / f"{party}.policy.toml", text)
         self.settings = {p: load_settings(self.workdir / f"{p}.toml") for p in self.parties}
+        if limits is not None:
+            self.settings = {p: replace(s, limits=limits) for p, s in self.settings.items()}
         self.nodes = {
             p: PartyNode(self.settings[p], probe_peers=probe_peers, pending_wait_s=pending_wait_s)
             for p in parties
