@@ -55,7 +55,9 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
-from collections.abc import Iterable, Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -103,6 +105,44 @@ DEFAULT_EXPONENT_BITS: int | None = None
 SHORT_EXPONENT_BITS = 256
 #: Window of the fixed-base tables (bits of ``alpha`` per modular multiplication).
 DEFAULT_WINDOW = 8
+#: Threads that compute randomizers of one large batch at once (gmpy2 releases the GIL
+#: for big-number arithmetic in them, so they use several cores in one process).
+MASK_THREADS = max(1, min(os.cpu_count() or 1, 4))
+#: Batches smaller than this are computed in the calling thread.
+MASK_THREAD_MIN = 64
+
+_mask_pool: ThreadPoolExecutor | None = None
+_mask_pool_lock = threading.Lock()
+
+
+def _release_gil() -> None:
+    # gmpy2 contexts are per thread: this one lets the thread's mpz arithmetic run
+    # without the GIL (operands are immutable, so nothing is shared unsafely).
+    gmpy2.get_context().allow_release_gil = True
+
+
+def _mask_threads() -> ThreadPoolExecutor:
+    global _mask_pool
+    with _mask_pool_lock:
+        if _mask_pool is None:
+            _mask_pool = ThreadPoolExecutor(
+                MASK_THREADS, thread_name_prefix="ppdm-paillier", initializer=_release_gil
+            )
+        return _mask_pool
+
+
+def threaded_batches(work: Callable[[int], list[Any]], count: int) -> list[Any]:
+    """``work(k)`` returns ``k`` independent items; run it over ``count`` items split
+    among :data:`MASK_THREADS` threads (in order; one thread for small counts)."""
+    if count < MASK_THREAD_MIN or MASK_THREADS < 2:
+        return work(count)
+    share = -(-count // MASK_THREADS)
+    sizes = [min(share, count - i) for i in range(0, count, share)]
+    out: list[Any] = []
+    for part in _mask_threads().map(work, sizes):
+        out.extend(part)
+    return out
+
 
 _MpzType = type(mpz(0))
 _SMALL_PRIMES = 1
@@ -167,7 +207,10 @@ class FixedBaseTable:
 
     def random_powers(self, count: int) -> list[Any]:
         """``count`` powers ``base^alpha`` for independent uniform ``alpha`` of
-        ``exponent_bits`` bits (from ``os.urandom``)."""
+        ``exponent_bits`` bits (from ``os.urandom``; large batches on several threads)."""
+        return threaded_batches(self._random_powers, count)
+
+    def _random_powers(self, count: int) -> list[Any]:
         m = self.modulus
         out = []
         for digits in self._random_digits(count):
@@ -616,6 +659,9 @@ class PaillierPrivateKey:
     def random_masks(self, count: int) -> list[Any]:
         """``count`` DJN randomizers ``h_s^alpha mod n^2`` computed mod ``p^2`` and
         ``q^2`` and joined by the CRT (same distribution as the public path)."""
+        return threaded_batches(self._random_masks, count)
+
+    def _random_masks(self, count: int) -> list[Any]:
         tp, tq, q2inv = self._tables
         p2, q2 = self.psquare, self.qsquare
         out = []
