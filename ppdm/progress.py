@@ -7,11 +7,14 @@ bar on stderr, tests pass nothing.
 
 from __future__ import annotations
 
+import datetime as _dt
+import json
 import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Protocol
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from rich.progress import TaskID
@@ -112,3 +115,61 @@ def configure_logging(level: str | int = "INFO") -> None:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+
+
+# Structured logs --------------------------------------------------------------------------
+
+#: The job a thread is working on, for the ``job_id`` of every log line it writes.
+_current_job: ContextVar[str | None] = ContextVar("ppdm_job_id", default=None)
+
+
+@contextmanager
+def job_log_context(job_id: str | None) -> Iterator[None]:
+    """Within this block, log lines of this thread carry ``job_id``."""
+    token = _current_job.set(job_id)
+    try:
+        yield
+    finally:
+        _current_job.reset(token)
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per line: time (UTC, ISO 8601), level, logger, message, the party
+    (the node's) and the job the thread works on (``null`` outside a job).
+
+    >>> rec = logging.LogRecord("ppdm.x", logging.INFO, "f.py", 1, "hello %s", ("bob",), None)
+    >>> doc = json.loads(JsonLogFormatter(party="alice").format(rec))
+    >>> doc["message"], doc["party"], doc["job_id"], doc["level"]
+    ('hello bob', 'alice', None, 'INFO')
+    """
+
+    def __init__(self, *, party: str | None = None) -> None:
+        super().__init__()
+        self.party = party
+
+    def format(self, record: logging.LogRecord) -> str:
+        doc: dict[str, Any] = {
+            "time": _dt.datetime.fromtimestamp(record.created, _dt.UTC).isoformat(
+                timespec="milliseconds"
+            ),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+            "party": self.party,
+            "job_id": _current_job.get(),
+            "thread": record.threadName,
+        }
+        if record.exc_info:
+            doc["exception"] = self.formatException(record.exc_info)
+        return json.dumps(doc, ensure_ascii=False)
+
+
+def use_json_logs(party: str | None, level: str | int = "INFO") -> None:
+    """Switch the root logger's stderr output to :class:`JsonLogFormatter` lines."""
+    root = logging.getLogger()
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLogFormatter(party=party))
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)

@@ -33,6 +33,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="log level of the node (default: INFO)",
     )
     serve.add_argument(
+        "--log-format",
+        dest="node_log_format",
+        default="text",
+        choices=["text", "json"],
+        help="text lines, or one JSON object per line with the party and job id (default: text)",
+    )
+    serve.add_argument(
         "--grace", type=float, default=5.0, help="seconds to finish calls when stopping"
     )
     serve.set_defaults(handler=_serve)
@@ -48,6 +55,10 @@ def _serve(args: argparse.Namespace) -> int:
 
     logging.getLogger("ppdm").setLevel(args.node_log_level)
     settings = load_settings(args.settings)
+    if args.node_log_format == "json":
+        from ppdm.progress import use_json_logs
+
+        use_json_logs(settings.name, args.node_log_level)
     return serve(settings, grace=args.grace)
 
 

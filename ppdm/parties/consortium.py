@@ -43,6 +43,7 @@ Settings file::
     policy = "alice.policy.toml"        # the owner's policy (docs/governance.md);
                                         # none: the default policy applies
     state_dir = "state/alice"           # ledger and job records (default)
+    http_listen = "127.0.0.1:9101"      # optional: /healthz, /readyz, /metrics (plain HTTP)
 
     [limits]                            # optional; what one member can make the node hold
     max_streams_per_peer = 20           # (all fields and defaults: NodeLimits)
@@ -561,6 +562,8 @@ class PartySettings:
     raw: Mapping[str, Any] = field(default_factory=dict)
     path: Path | None = None
     limits: NodeLimits = field(default_factory=NodeLimits)
+    #: ``host:port`` of the plain HTTP listener (``/healthz``, ``/readyz``, ``/metrics``)
+    http_listen: str | None = None
 
     @property
     def base_dir(self) -> Path:
@@ -625,6 +628,9 @@ def load_settings(path: str | Path) -> PartySettings:
         if not isinstance(doc.get(table, {}), dict):
             raise ConfigError(f"{path}: [{table}] must be a table")
     limits = NodeLimits.from_table(doc.get("limits", {}), f"{path}: limits")
+    http_listen = node.get("http_listen")
+    if http_listen is not None:
+        http_listen = _check_address(http_listen, f"{path}: node.http_listen")
     return PartySettings(
         name=name,
         consortium=consortium,
@@ -636,6 +642,7 @@ def load_settings(path: str | Path) -> PartySettings:
         raw=doc,
         path=path,
         limits=limits,
+        http_listen=http_listen,
     )
 
 
@@ -668,6 +675,8 @@ def _toml_value(value: Any) -> str:
         return _toml_string(value)
     if isinstance(value, list | tuple):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, Mapping):  # an inline table (e.g. a [data] source entry)
+        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
     raise TypeError(f"cannot write a {type(value).__name__} to TOML")
 
 

@@ -465,22 +465,24 @@ def handle_exchange(
     lookup: JobLookup,
     pending_wait_s: float = PENDING_JOB_WAIT_S,
     watch: StreamWatch | None = None,
+    on_envelope: Callable[[str, int], None] | None = None,
 ) -> env_pb.ExchangeSummary:
     """Serve one incoming Exchange stream: authenticate, reassemble, deliver.
 
     ``lookup(job_id, wait_s)`` returns the job's endpoint at this node, waiting up to
     ``wait_s`` seconds for a job whose ``StartJob`` has not arrived yet, or ``None``.
-    With ``watch``, the stream is registered there so the node can close it when idle.
+    With ``watch``, the stream is registered there so the node can close it when idle;
+    ``on_envelope(peer, nbytes)`` is called for every reassembled envelope (metrics).
     """
     peer = authenticate(context, consortium)
     if watch is None:
         return _serve_exchange(
-            request_iterator, context, consortium, lookup, pending_wait_s, peer, None
+            request_iterator, context, consortium, lookup, pending_wait_s, peer, None, on_envelope
         )
     token, entry = watch.register(context, peer)
     try:
         return _serve_exchange(
-            request_iterator, context, consortium, lookup, pending_wait_s, peer, entry
+            request_iterator, context, consortium, lookup, pending_wait_s, peer, entry, on_envelope
         )
     finally:
         watch.unregister(token)
@@ -494,6 +496,7 @@ def _serve_exchange(
     pending_wait_s: float,
     peer: str,
     entry: StreamWatch.Entry | None,
+    on_envelope: Callable[[str, int], None] | None,
 ) -> env_pb.ExchangeSummary:
     reasm = Reassembler(consortium.max_envelope_bytes)
     endpoint: Endpoint | None = None
@@ -545,6 +548,8 @@ def _serve_exchange(
             continue
         # A memoryview is fine: deliver() only parses it and takes its length.
         endpoint.deliver(data, sender=peer)  # type: ignore[union-attr,arg-type]
+        if on_envelope is not None:
+            on_envelope(peer, len(data))
     try:
         reasm.finish()
     except FramingError as exc:

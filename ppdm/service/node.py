@@ -73,11 +73,13 @@ from ppdm.parties.grpc_net import (
     server_credentials,
 )
 from ppdm.parties.network import Endpoint
+from ppdm.progress import job_log_context
 from ppdm.proto.ppdm.v1 import envelope_pb2 as env_pb
 from ppdm.proto.ppdm.v1 import party_pb2 as pb
 from ppdm.proto.ppdm.v1 import party_pb2_grpc
 from ppdm.service.disclosure import DisclosureAuditor
 from ppdm.service.ledger import Ledger, ledger_path, read_state
+from ppdm.service.metrics import NodeMetrics, OpsServer
 from ppdm.service.policy import Decision, Policy, PolicyFile, evaluate
 from ppdm.service.profiles import Disclosure, get_profile, input_version
 from ppdm.workers import shutdown_pools
@@ -100,6 +102,7 @@ MAX_FINISHED_JOBS = 256
 MAX_TIMEOUT_S = 7 * 24 * 3600.0
 PROBE_INTERVAL_S = 1.0
 PROBE_FAILURES = 2
+PEER_UP_INTERVAL_S = 15.0  # every member probed this often for ppdm_peer_up (with http_listen)
 ACCEPTED_TTL_S = 120.0  # an accepted job the initiator never starts is dropped after this
 INPUT_CHECK_REASON = "the job's parameters do not fit this party's data"
 AUDIT_HISTORY_TIMEOUT_S = 2.0
@@ -425,6 +428,10 @@ class PartyNode:
             self.limits.pending_job_wait_s if pending_wait_s is None else pending_wait_s
         )
         self.streams = StreamWatch()
+        self.metrics = NodeMetrics(self.name)
+        self.metrics.info.labels(party=self.name, version=__version__).set(1)
+        self._ops: OpsServer | None = None
+        self._health: Any = None  # grpc.health.v1 servicer, set by start()
         self._monitor: threading.Thread | None = None
         self.port: int | None = None
         self._recover()
@@ -455,6 +462,10 @@ class PartyNode:
             options=channel_options(self.consortium),
         )
         _add_party_service(_Servicer(self), server)
+        from grpc_health.v1 import health, health_pb2_grpc
+
+        self._health = health.HealthServicer(experimental_non_blocking=True)
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         try:
             port = server.add_secure_port(self.settings.listen, server_credentials(self.settings))
         except RuntimeError as exc:
@@ -464,6 +475,23 @@ class PartyNode:
         server.start()
         self._server = server
         self.port = port
+        self._set_health(serving=True)
+        if self.settings.http_listen is not None:
+            host, _, http_port = self.settings.http_listen.rpartition(":")
+            try:
+                self._ops = OpsServer(
+                    (host.strip("[]"), int(http_port)),
+                    self.metrics,
+                    alive=lambda: self._server is not None and not self._stopping.is_set(),
+                    ready=self.not_ready,
+                    before_scrape=self._refresh_gauges,
+                )
+            except OSError as exc:
+                server.stop(0)
+                raise ConfigError(
+                    f"cannot listen on node.http_listen {self.settings.http_listen}: {exc}"
+                ) from None
+            self._ops.start()
         self._monitor = threading.Thread(
             target=self._watch, name=f"ppdm-{self.name}-monitor", daemon=True
         )
@@ -489,6 +517,7 @@ class PartyNode:
     def stop(self, grace: float = 5.0) -> None:
         """Stop serving: fail running jobs, let in-flight calls finish for ``grace`` s."""
         self._stopping.set()
+        self._set_health(serving=False)
         with self._cond:
             running = [j for j in self._jobs.values() if j.state == pb.JOB_STATE_RUNNING]
         public = PublicError("shutting_down", self.name)
@@ -503,9 +532,48 @@ class PartyNode:
             for ch in self._channels.values():
                 ch.close()
             self._channels.clear()
+        if self._ops is not None:
+            self._ops.stop()
+            self._ops = None
         self.ledger.close()
         shutdown_pools(wait=False)  # the worker processes go with the node
         log.info("party %s stopped", self.name)
+
+    # Operations ----------------------------------------------------------------------------
+
+    @property
+    def http_port(self) -> int | None:
+        """The bound port of the HTTP listener (``None`` without ``http_listen``)."""
+        return self._ops.port if self._ops is not None else None
+
+    def _set_health(self, *, serving: bool) -> None:
+        if self._health is None:
+            return
+        from grpc_health.v1 import health_pb2
+
+        status = (
+            health_pb2.HealthCheckResponse.SERVING
+            if serving
+            else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        for service in ("", "ppdm.v1.Party"):
+            self._health.set(service, status)
+
+    def not_ready(self) -> str | None:
+        """``None`` if the node accepts jobs, else why not (for ``/readyz``)."""
+        if self._server is None:
+            return "not started"
+        if self._stopping.is_set():
+            return "shutting down"
+        if not self.settings.entry.valid_now():
+            return "this party's certificate is not valid now"
+        return None
+
+    def _refresh_gauges(self) -> None:
+        with self._cond:
+            running = sum(j.state == pb.JOB_STATE_RUNNING for j in self._jobs.values())
+        self.metrics.running.set(running)
+        self.metrics.streams.set(len(self.streams))
 
     def wait(self) -> None:
         if self._server is not None:
@@ -557,10 +625,16 @@ class PartyNode:
             max_chunk=frame_bytes(self.consortium),
             timeout=timeout,
         )
+        metrics = self.metrics
+
+        def transmit(recipient: str, data: bytes) -> None:
+            links.transmit(recipient, data)
+            metrics.sent(recipient, len(data))
+
         endpoint = Endpoint(
             self.name,
             parties,
-            links.transmit,
+            transmit,
             job_id=job_id,
             consortium=self.consortium.name,
             timeout=timeout,
@@ -730,6 +804,10 @@ class PartyNode:
         """Phase 1 (``ProposeJob``): decide on a job; returns it accepted, pending or
         refused. Raises :class:`ConfigError` / :class:`PermissionError` for a bad
         request, :class:`FileExistsError` for a known id."""
+        with job_log_context(request.job_id[:128]):
+            return self._propose_job(request, caller)
+
+    def _propose_job(self, request: pb.JobRequest, caller: str) -> Job:
         self._expire()
         try:
             parties, timeout, params = self._check_request(request, caller)
@@ -782,6 +860,7 @@ class PartyNode:
         if decision.refused:
             job.error = PublicError("refused", self.name)
             job.done.set()
+        self.metrics.job(job.protocol, STATE_NAMES[state])
         with self._cond:
             if job_id in self._jobs:
                 raise FileExistsError(f"job {job_id!r} already exists at {self.name!r}")
@@ -849,6 +928,7 @@ class PartyNode:
             raise RuntimeError(str(exc)) from None
         job.endpoint, job.links = endpoint, links
         job.started = time.perf_counter()
+        self.metrics.job(job.protocol, "started")
         self.auditor.record(job_id)  # a started job's answer counts, whatever its outcome
         self.ledger.append("start", {"parties": list(job.parties)}, job_id=job_id)
         self.ledger.save_job(job_id, job.record())
@@ -873,6 +953,7 @@ class PartyNode:
                 job.done.set()
                 self._cond.notify_all()
         if state in _OPEN_STATES:
+            self.metrics.job(job.protocol, "cancelled")
             self.auditor.release(job_id)
             self.ledger.append("finish", {"state": "cancelled", "by": caller}, job_id=job_id)
             self.ledger.save_job(job_id, job.record())
@@ -937,6 +1018,7 @@ class PartyNode:
             if ended:
                 self._cond.notify_all()
         for job, state in ended:
+            self.metrics.job(job.protocol, "expired" if state == "refused" else state)
             self.auditor.release(job.job_id)
             self.ledger.append("finish", {"state": state, "rule": job.rule}, job_id=job.job_id)
             self.ledger.save_job(job.job_id, job.record())
@@ -949,6 +1031,10 @@ class PartyNode:
             self._links.pop(k, None)
 
     def _run_job(self, job: Job) -> None:
+        with job_log_context(job.job_id):
+            self._run_job_logged(job)
+
+    def _run_job_logged(self, job: Job) -> None:
         spec = get_job(job.protocol)
         assert job.endpoint is not None and job.links is not None
         state, result, error = pb.JOB_STATE_FAILED, None, None
@@ -984,6 +1070,7 @@ class PartyNode:
             job.state = state
             job.done.set()
             self._cond.notify_all()
+        self.metrics.finished(job.protocol, STATE_NAMES[state], job.wall_time_s)
         self.ledger.append(
             "finish",
             {
@@ -1035,9 +1122,11 @@ class PartyNode:
     # Housekeeping and peer monitor -----------------------------------------------------------
 
     def _watch(self) -> None:
-        """Expire old proposals; declare a running job's peer dead when its node refuses
-        connections."""
+        """Expire old proposals, close idle streams; declare a running job's peer dead when
+        its node refuses connections; with the HTTP listener, probe every member now and
+        then for the ``ppdm_peer_up`` gauge."""
         failures: dict[str, int] = {}
+        last_roster_probe = 0.0
         while not self._stopping.wait(PROBE_INTERVAL_S):
             self._expire()
             self.streams.reap(self.limits.idle_stream_s, self.limits.ended_stream_grace_s)
@@ -1046,15 +1135,20 @@ class PartyNode:
             with self._cond:
                 running = [j for j in self._jobs.values() if j.state == pb.JOB_STATE_RUNNING]
             peers = {p for j in running for p in j.parties if p != self.name}
+            if self._ops is not None and time.monotonic() - last_roster_probe > PEER_UP_INTERVAL_S:
+                last_roster_probe = time.monotonic()
+                peers |= {p.name for p in self.consortium.parties if p.name != self.name}
             for peer in sorted(peers):
                 try:
                     party_pb2_grpc.PartyStub(self.channel(peer)).Health(
                         pb.HealthRequest(), timeout=max(PROBE_INTERVAL_S * 2, 2.0)
                     )
                     failures[peer] = 0
+                    self.metrics.peer_up.labels(peer=peer).set(1)
                 except grpc.RpcError as exc:
                     if exc.code() != grpc.StatusCode.UNAVAILABLE:  # type: ignore[attr-defined]
                         continue  # slow or busy is not dead; the receive timeout covers it
+                    self.metrics.peer_up.labels(peer=peer).set(0)
                     failures[peer] = failures.get(peer, 0) + 1
                     self.reset_channel(peer)
                     if failures[peer] >= PROBE_FAILURES:
@@ -1092,6 +1186,7 @@ class _Servicer(party_pb2_grpc.PartyServicer):
                 lookup=self.node._lookup,
                 pending_wait_s=self.node.pending_wait_s,
                 watch=self.node.streams,
+                on_envelope=self.node.metrics.received,
             )
         finally:
             with self.node._cond:
