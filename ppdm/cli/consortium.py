@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
+from typing import Any
 
 from ppdm.cli._output import write_json
 from ppdm.errors import ConfigError
@@ -54,8 +56,96 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also write the CA private key (DIR/private/ca.key) to issue more certificates",
     )
+    init.add_argument(
+        "--ca-passphrase-env",
+        metavar="VAR",
+        help="with --keep-ca-key: encrypt the CA key with the passphrase in this "
+        "environment variable",
+    )
     init.add_argument("--force", action="store_true", help="overwrite a non-empty folder")
     init.set_defaults(handler=_init)
+
+    def roster_args(cmd: argparse.ArgumentParser) -> None:
+        cmd.add_argument("--roster", required=True, help="the consortium file (roster) to change")
+        cmd.add_argument(
+            "--ca-key", required=True, help="the consortium CA's private key (keep it offline)"
+        )
+        cmd.add_argument(
+            "--ca-passphrase-env",
+            metavar="VAR",
+            help="environment variable holding the CA key's passphrase",
+        )
+
+    add = sub.add_parser(
+        "add-party",
+        help="issue a key and certificate for a new member and sign the next roster",
+        description=(
+            "Issue a key and certificate for a new member (OUT/certs/NAME.crt, "
+            "OUT/private/NAME.key; OUT defaults to the roster's folder), add it to the "
+            "roster and sign the next roster version with the CA key. Then hand the new "
+            "member its key and every node the roster (ppdm consortium push)."
+        ),
+    )
+    add.add_argument("name", help="the new member's party name (a lower-case DNS label)")
+    add.add_argument("--address", required=True, help="HOST:PORT of the new member's node")
+    add.add_argument("--out", help="folder for the new key and certificate")
+    add.add_argument("--days", type=int, default=365, help="certificate lifetime in days")
+    roster_args(add)
+    add.set_defaults(handler=_add_party)
+
+    rm = sub.add_parser(
+        "remove-party",
+        help="remove a member and sign the next roster",
+        description=(
+            "Remove a member from the roster and sign the next roster version: every node "
+            "that takes it (ppdm consortium push, or SIGHUP after copying the file) refuses "
+            "the member's certificate at once, inbound and outbound."
+        ),
+    )
+    rm.add_argument("name", help="the member to remove")
+    roster_args(rm)
+    rm.set_defaults(handler=_remove_party)
+
+    rot = sub.add_parser(
+        "rotate-cert",
+        help="issue a member a new key and certificate and sign the next roster",
+        description=(
+            "Issue a new key and certificate for a member (written over "
+            "OUT/certs/NAME.crt and OUT/private/NAME.key) and sign the next roster "
+            "version. Install the new key at the member, reload its node (SIGHUP), then "
+            "push the roster: the old certificate stops working at every node that has it."
+        ),
+    )
+    rot.add_argument("name", help="the member whose certificate to replace")
+    rot.add_argument("--out", help="folder for the new key and certificate")
+    rot.add_argument("--days", type=int, default=365, help="certificate lifetime in days")
+    roster_args(rot)
+    rot.set_defaults(handler=_rotate_cert)
+
+    sign = sub.add_parser(
+        "sign",
+        help="sign the next roster version after a change made by hand",
+        description="Check the roster file, increment its version and sign it with the CA key.",
+    )
+    roster_args(sign)
+    sign.set_defaults(handler=_sign)
+
+    push = sub.add_parser(
+        "push",
+        help="hand the roster to every member's node (each takes it only if newer)",
+        description=(
+            "Send a roster signed by the consortium CA to every node it lists, as your "
+            "party. A node takes it only if it is signed, for the same consortium and CA, "
+            "and newer than the one it holds; it then pins the new certificates at once. "
+            "Prints each node's answer; exit 1 if any node does not hold the version."
+        ),
+    )
+    push.add_argument("--settings", required=True, help="your party's settings file")
+    push.add_argument(
+        "--roster", help="the roster to push (default: the consortium file of --settings)"
+    )
+    push.add_argument("--timeout", type=float, default=5.0, help="seconds per node")
+    push.set_defaults(handler=_push)
 
     check = sub.add_parser(
         "check",
@@ -83,6 +173,7 @@ def _init(args: argparse.Namespace) -> int:
         keep_ca_key=args.keep_ca_key,
         overwrite=args.force,
         policy_text=DEFAULT_POLICY_TOML,
+        ca_passphrase=_passphrase(args.ca_passphrase_env),
     )
     print(f"wrote consortium {args.name!r} with parties {', '.join(parties)} to {path.parent}")
     for p in parties:
@@ -112,6 +203,8 @@ def _check(args: argparse.Namespace) -> int:
         consortium = load_consortium(path)
     doc = {
         "consortium": consortium.name,
+        "version": consortium.version,
+        "signed": consortium.signed,
         "max_message_bytes": consortium.max_message_bytes,
         "parties": [
             {"name": p.name, "address": p.address, "sha256": p.fingerprint}
@@ -122,3 +215,76 @@ def _check(args: argparse.Namespace) -> int:
         doc["settings_of"] = party
     write_json(doc, None)
     return 0
+
+
+def _passphrase(var: str | None) -> bytes | None:
+    if var is None:
+        return None
+    value = os.environ.get(var)
+    if not value:
+        raise ConfigError(f"environment variable {var} is not set or empty")
+    return value.encode()
+
+
+def _ca_key(args: argparse.Namespace) -> Any:
+    from ppdm.parties.roster import load_ca_key
+
+    return load_ca_key(args.ca_key, _passphrase(args.ca_passphrase_env))
+
+
+def _report(what: str, consortium: Any) -> int:
+    print(
+        f"{what}: roster {consortium.name!r} is now version {consortium.version} "
+        f"(members: {', '.join(consortium.names)}); hand it to every node: "
+        "ppdm consortium push --settings YOUR_SETTINGS"
+    )
+    return 0
+
+
+def _check_days(days: int) -> None:
+    if not 1 <= days <= 3650:
+        raise ConfigError("--days must be between 1 and 3650")
+
+
+def _add_party(args: argparse.Namespace) -> int:
+    from ppdm.parties.roster import add_party
+
+    _check_days(args.days)
+    new = add_party(
+        args.roster, _ca_key(args), args.name, args.address, out=args.out, validity_days=args.days
+    )
+    return _report(f"added {args.name!r}", new)
+
+
+def _remove_party(args: argparse.Namespace) -> int:
+    from ppdm.parties.roster import remove_party
+
+    return _report(f"removed {args.name!r}", remove_party(args.roster, _ca_key(args), args.name))
+
+
+def _rotate_cert(args: argparse.Namespace) -> int:
+    from ppdm.parties.roster import rotate_certificate
+
+    _check_days(args.days)
+    new = rotate_certificate(
+        args.roster, _ca_key(args), args.name, out=args.out, validity_days=args.days
+    )
+    return _report(f"new certificate for {args.name!r}", new)
+
+
+def _sign(args: argparse.Namespace) -> int:
+    from ppdm.parties.roster import sign_roster
+
+    return _report("signed", sign_roster(args.roster, _ca_key(args)))
+
+
+def _push(args: argparse.Namespace) -> int:
+    from ppdm.service.client import push_roster
+
+    if not args.timeout > 0:
+        raise ConfigError("--timeout must be positive")
+    settings = load_settings(args.settings, verify_own_certificate=False)
+    roster = load_consortium(args.roster) if args.roster else settings.consortium
+    report = push_roster(settings, roster, timeout=args.timeout)
+    write_json(report, None)
+    return 0 if all(r["ok"] for r in report.values()) else 1

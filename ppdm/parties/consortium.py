@@ -64,9 +64,11 @@ the file and the problem.
 
 from __future__ import annotations
 
+import base64
 import datetime as _dt
 import hashlib
 import ipaddress
+import json
 import os
 import re
 import tomllib
@@ -97,6 +99,9 @@ __all__ = [
     "issue_certificate",
     "load_consortium",
     "load_settings",
+    "reload_party_tables",
+    "update_toml",
+    "update_toml_file",
     "write_toml",
 ]
 
@@ -294,15 +299,77 @@ def _pem(cert: x509.Certificate) -> bytes:
     return cert.public_bytes(serialization.Encoding.PEM)
 
 
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+def _key_pem(key: ec.EllipticCurvePrivateKey, passphrase: bytes | None = None) -> bytes:
+    encryption: serialization.KeySerializationEncryption = (
+        serialization.BestAvailableEncryption(passphrase)
+        if passphrase
+        else serialization.NoEncryption()
+    )
     return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption
     )
 
 
+def _sign_new_roster(
+    ca_key: ec.EllipticCurvePrivateKey,
+    ca_cert: x509.Certificate,
+    name: str,
+    max_message_bytes: int,
+    parties: Sequence[tuple[str, str, str]],
+) -> str:
+    payload = roster_payload(
+        name,
+        1,
+        max_message_bytes,
+        max(DEFAULT_MAX_ENVELOPE_BYTES, max_message_bytes),
+        certificate_fingerprint(ca_cert),
+        parties,
+    )
+    return base64.b64encode(sign_payload(ca_key, payload)).decode()
+
+
 # The roster -----------------------------------------------------------------------------
+
+
+def roster_payload(
+    name: str,
+    version: int,
+    max_message_bytes: int,
+    max_envelope_bytes: int,
+    ca_fingerprint: str,
+    parties: Sequence[tuple[str, str, str]],
+) -> bytes:
+    """The canonical bytes of a roster that the consortium CA signs (JSON, sorted keys):
+    name, version, size limits, the CA and every member's name, address and certificate
+    fingerprint, in roster order."""
+    doc = {
+        "schema": "ppdm.roster/1",
+        "name": name,
+        "version": int(version),
+        "max_message_bytes": int(max_message_bytes),
+        "max_envelope_bytes": int(max_envelope_bytes),
+        "ca_sha256": ca_fingerprint,
+        "parties": [{"name": n, "address": a, "certificate_sha256": f} for n, a, f in parties],
+    }
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+
+
+def sign_payload(ca_key: ec.EllipticCurvePrivateKey, payload: bytes) -> bytes:
+    """The CA's ECDSA (SHA-256) signature of a roster payload."""
+    return ca_key.sign(payload, ec.ECDSA(hashes.SHA256()))
+
+
+def _verify_roster(ca: x509.Certificate, payload: bytes, signature: bytes, where: str) -> None:
+    public = ca.public_key()
+    if not isinstance(public, ec.EllipticCurvePublicKey):
+        raise ConfigError(f"{where}: the consortium CA key is not an EC key")
+    try:
+        public.verify(signature, payload, ec.ECDSA(hashes.SHA256()))
+    except InvalidSignature:
+        raise ConfigError(
+            f"{where}: the roster signature does not verify with the consortium CA "
+            "(edited after signing, or signed by another key)"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -350,6 +417,29 @@ class Consortium:
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     max_envelope_bytes: int = DEFAULT_MAX_ENVELOPE_BYTES
     path: Path | None = None
+    #: roster version: every change (``ppdm consortium add-party`` ...) increments it
+    version: int = 0
+    #: the CA's ECDSA signature of :meth:`payload` (``None``: an unsigned roster)
+    signature: bytes | None = None
+
+    @property
+    def signed(self) -> bool:
+        return self.signature is not None
+
+    @property
+    def ca_fingerprint(self) -> str:
+        return certificate_fingerprint(self.ca_certificate_pem)
+
+    def payload(self) -> bytes:
+        """What the CA signs: the roster's meaning, not its file layout."""
+        return roster_payload(
+            self.name,
+            self.version,
+            self.max_message_bytes,
+            self.max_envelope_bytes,
+            self.ca_fingerprint,
+            [(p.name, p.address, p.fingerprint) for p in self.parties],
+        )
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -413,12 +503,14 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
 
 
-def _pem_field(value: Any, base: Path, where: str) -> bytes:
-    """A PEM given inline or as a path relative to ``base``."""
+def _pem_field(value: Any, base: Path | None, where: str) -> bytes:
+    """A PEM given inline or as a path relative to ``base`` (``None``: inline only)."""
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{where} must be a file path or an inline PEM string")
     if value.lstrip().startswith("-----BEGIN"):
         return value.encode()
+    if base is None:
+        raise ConfigError(f"{where} must be an inline PEM in a roster sent between nodes")
     path = Path(value)
     path = path if path.is_absolute() else base / path
     try:
@@ -456,16 +548,30 @@ def _check_validity(cert: x509.Certificate, where: str) -> None:
         )
 
 
-def load_consortium(path: str | Path) -> Consortium:
+def load_consortium(path: str | Path, *, verify_signature: bool = True) -> Consortium:
     """Load and check a consortium file (see the module docstring).
 
     Checks: a name; a CA certificate; at least one party; party names are lower-case DNS
     labels and distinct; addresses are ``host:port`` and distinct; every certificate
-    parses, is currently valid, is signed by the CA and names its party.
+    parses, is currently valid, is signed by the CA and names its party; a roster
+    ``signature`` verifies with the CA (a version above 0 must be signed).
     """
     path = Path(path)
-    doc = _read_toml(path)
-    base = path.parent
+    return _parse_consortium(_read_toml(path), path.parent, path, verify_signature)
+
+
+def loads_consortium(text: str, where: str = "roster") -> Consortium:
+    """A self-contained roster (inline PEMs, as :func:`roster_toml` writes) from text."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{where}: not valid TOML ({exc})") from None
+    return _parse_consortium(doc, None, where, True)
+
+
+def _parse_consortium(
+    doc: dict[str, Any], base: Path | None, path: Any, verify_signature: bool
+) -> Consortium:
     table = doc.get("consortium")
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: missing [consortium] table")
@@ -535,14 +641,33 @@ def load_consortium(path: str | Path) -> Consortium:
                 cert.not_valid_after_utc,
             )
         )
-    return Consortium(
+    version = table.get("version", 0)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise ConfigError(f"{path}: consortium.version must be an integer >= 0")
+    sig_text = table.get("signature")
+    signature = None
+    if sig_text is not None:
+        try:
+            signature = base64.b64decode(str(sig_text), validate=True)
+        except (ValueError, TypeError):
+            raise ConfigError(f"{path}: consortium.signature is not base64") from None
+    elif version > 0 and verify_signature:
+        raise ConfigError(
+            f"{path}: roster version {version} is not signed (consortium.signature is missing)"
+        )
+    consortium = Consortium(
         name=name,
         parties=tuple(entries),
         ca_certificate_pem=ca_pem,
         max_message_bytes=max_msg,
         max_envelope_bytes=max_env,
-        path=path,
+        path=path if isinstance(path, Path) else None,
+        version=version,
+        signature=signature,
     )
+    if signature is not None and verify_signature:
+        _verify_roster(ca, consortium.payload(), signature, str(path))
+    return consortium
 
 
 # A party's settings ---------------------------------------------------------------------
@@ -575,7 +700,7 @@ class PartySettings:
         return self.consortium.party(self.name)
 
 
-def load_settings(path: str | Path) -> PartySettings:
+def load_settings(path: str | Path, *, verify_own_certificate: bool = True) -> PartySettings:
     """Load a party's settings file and the consortium file it points to, and check them.
 
     Besides the checks of :func:`load_consortium`: the party is on the roster, its
@@ -601,7 +726,7 @@ def load_settings(path: str | Path) -> PartySettings:
     key_pem = _pem_field(tls.get("private_key"), base, f"{path}: tls.private_key")
     cert = _load_cert(cert_pem, f"{path}: tls.certificate")
     _check_validity(cert, f"{path}: tls.certificate")
-    if certificate_fingerprint(cert) != entry.fingerprint:
+    if verify_own_certificate and certificate_fingerprint(cert) != entry.fingerprint:
         raise ConfigError(
             f"{path}: tls.certificate is not the certificate the consortium file lists for {name!r}"
         )
@@ -647,43 +772,59 @@ def load_settings(path: str | Path) -> PartySettings:
 
 
 # Writing --------------------------------------------------------------------------------
+#
+# Settings and consortium files are written with tomlkit, which keeps what it does not
+# touch: an update of a file an owner has edited changes only the keys it must and keeps
+# the owner's comments, key order and formatting.
 
 
-def _toml_string(text: str) -> str:
-    """A TOML basic string (control characters and DEL escaped as \\uXXXX)."""
-    out = ['"']
-    for ch in text:
-        code = ord(ch)
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif code < 0x20 or code == 0x7F:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
+def _toml_item(value: Any) -> Any:
+    import tomlkit
+
+    if isinstance(value, Mapping):
+        table = tomlkit.table()
+        for k, v in value.items():
+            table.add(k, _toml_item(v))
+        return table
+    if isinstance(value, tuple):
+        value = list(value)
+    if not isinstance(value, bool | int | float | str | list):
+        raise TypeError(f"cannot write a {type(value).__name__} to TOML")
+    return tomlkit.item(value)
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, str):
-        return _toml_string(value)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, Mapping):  # an inline table (e.g. a [data] source entry)
-        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
-    raise TypeError(f"cannot write a {type(value).__name__} to TOML")
+def _add_comment(container: Any, text: str | None) -> None:
+    import tomlkit
+
+    for line in (text or "").splitlines():
+        # a TOML comment may hold no control character but tab: escape the others
+        line = "".join(
+            f"\\u{ord(c):04x}" if (ord(c) < 0x20 and c != "\t") or ord(c) == 0x7F else c
+            for c in line
+        )
+        container.add(tomlkit.comment(line))
 
 
-def write_toml(doc: Mapping[str, Any], *, header: str = "") -> str:
-    """TOML text of ``doc``: scalars and lists first, then tables and arrays of tables
-    (one level deep: what consortium and settings files need)."""
-    lines = [f"# {line}" if line else "#" for line in header.splitlines()]
+def write_toml(
+    doc: Mapping[str, Any],
+    *,
+    header: str = "",
+    comments: Mapping[str, str] | None = None,
+) -> str:
+    """TOML text of ``doc``: scalars and lists first, then tables and arrays of tables.
+
+    ``header`` becomes comment lines at the top; ``comments`` maps ``"key"``,
+    ``"table.key"`` or ``"[table]"`` to comment lines written above that key, or just
+    below that table's header (how :func:`init_consortium` explains each setting in the
+    files it writes).
+    """
+    import tomlkit
+
+    notes = dict(comments or {})
+    out = tomlkit.document()
+    _add_comment(out, header)
+    if header:
+        out.add(tomlkit.nl())
     tables: list[tuple[str, Mapping[str, Any]]] = []
     arrays: list[tuple[str, list[Mapping[str, Any]]]] = []
     for key, value in doc.items():
@@ -692,21 +833,177 @@ def write_toml(doc: Mapping[str, Any], *, header: str = "") -> str:
         elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
             arrays.append((key, value))
         else:
-            lines.append(f"{key} = {_toml_value(value)}")
+            _add_comment(out, notes.get(key))
+            out.add(key, _toml_item(value))
     for key, table in tables:
-        lines.extend(["", f"[{key}]"])
-        lines.extend(f"{k} = {_toml_value(v)}" for k, v in table.items())
+        t = tomlkit.table()
+        _add_comment(t, notes.get(f"[{key}]"))
+        for k, v in table.items():
+            _add_comment(t, notes.get(f"{key}.{k}"))
+            t.add(k, _toml_item(v))
+        out.add(key, t)
     for key, rows in arrays:
+        aot = tomlkit.aot()
         for row in rows:
-            lines.extend(["", f"[[{key}]]"])
-            lines.extend(f"{k} = {_toml_value(v)}" for k, v in row.items())
-    return "\n".join(lines).lstrip("\n") + "\n"
+            aot.append(_toml_item(row))
+        out.add(key, aot)
+    return tomlkit.dumps(out).lstrip("\n")
+
+
+def _merge_items(target: Any, updates: Mapping[str, Any], *, only_missing: bool) -> None:
+    for key, value in updates.items():
+        current = target.get(key)
+        if isinstance(value, Mapping) and isinstance(current, Mapping):
+            _merge_items(current, value, only_missing=only_missing)
+        elif not (only_missing and key in target):
+            target[key] = _toml_item(value)
+
+
+def update_toml(
+    text: str,
+    updates: Mapping[str, Any],
+    *,
+    defaults: Mapping[str, Any] | None = None,
+    where: str = "TOML text",
+) -> str:
+    """``text`` with ``updates`` set and ``defaults`` added where missing; nothing else
+    changes.
+
+    Tables are merged key by key (a table in ``updates`` replaces only the keys it
+    names); any other value replaces the old one in place. The comments, key order and
+    formatting of everything not named are kept. A ``text`` that is not valid TOML is a
+    :class:`ConfigError` naming ``where``.
+    """
+    import tomlkit
+    from tomlkit.exceptions import TOMLKitError
+
+    try:
+        doc = tomlkit.parse(text)
+    except TOMLKitError as exc:
+        raise ConfigError(f"{where}: not valid TOML ({exc})") from None
+    _merge_items(doc, updates, only_missing=False)
+    _merge_items(doc, defaults or {}, only_missing=True)
+    return tomlkit.dumps(doc)
+
+
+def update_toml_file(
+    path: str | os.PathLike[str],
+    updates: Mapping[str, Any],
+    *,
+    defaults: Mapping[str, Any] | None = None,
+) -> None:
+    """Apply :func:`update_toml` to the file at ``path``, in place and atomically (a
+    node reading the file meanwhile sees the old or the new text, never half of it); the
+    file keeps its permissions."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {path} ({exc})") from None
+    new = update_toml(text, updates, defaults=defaults, where=str(path))
+    _replace_file(path, new.encode("utf-8"), mode=path.stat().st_mode & 0o7777)
+
+
+def _replace_file(path: Path, data: bytes, *, mode: int) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def reload_party_tables(settings: PartySettings) -> dict[str, Any]:
+    """The party's settings as a fresh mapping with ``[inputs]`` and ``[data]`` re-read
+    from its settings file (what a node uses for each new job).
+
+    Only these two tables are re-read and checked (each a table; each ``[data]`` entry a
+    non-empty path or a source table); everything else — identity, keys, listen address,
+    limits — stays as loaded at start. So a data file written by ``ppdm partition
+    --settings-dir`` (or an owner's edit of ``[data]``) is seen by the next job without a
+    restart; whether the data file itself exists is checked by the job that reads it,
+    with an error naming that file.
+    """
+    fresh = dict(settings.raw)
+    if settings.path is None:
+        return fresh
+    doc = _read_toml(settings.path)
+    for table in ("inputs", "data"):
+        value = doc.get(table, {})
+        if not isinstance(value, dict):
+            raise ConfigError(f"{settings.path}: [{table}] must be a table")
+        fresh[table] = value
+    for key, entry in fresh["data"].items():
+        if not (isinstance(entry, dict) or (isinstance(entry, str) and entry)):
+            raise ConfigError(
+                f"{settings.path}: data.{key} must be a data file path or a source table"
+            )
+    return fresh
 
 
 def _write_private(path: Path, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(data)
+
+
+def _settings_comments(party: str) -> dict[str, str]:
+    return {
+        "party": "This party's name on the roster.",
+        "consortium": (
+            "The roster: the same file at every party. Paths in this file are relative\n"
+            "to this file's folder, or absolute."
+        ),
+        "[tls]": "This party's identity: the roster's certificate for it, and its private key.",
+        "tls.private_key": "Unencrypted PEM, readable by the node's user only (mode 0600).",
+        "[node]": (
+            "How the node runs. Optional: max_workers (default 64), state_dir (ledger and\n"
+            f'job records; default "state/{party}"), and a [limits] table (docs/deployment.md).'
+        ),
+        "node.listen": "host:port to listen on (in a container: 0.0.0.0:PORT).",
+        "node.job_timeout_s": "Default receive timeout of a job, in seconds.",
+        "node.policy": "The owner's policy (docs/governance.md), re-read when it changes.",
+        "[inputs]": "Private inputs of jobs, re-read when a job starts.",
+        "[data]": (
+            "Data files of jobs, re-read when a job starts (no restart needed);\n"
+            "`ppdm partition --settings-dir` sets them, e.g.\n"
+            f'transactions = "data/{party}.dat"'
+        ),
+    }
+
+
+_CONSORTIUM_COMMENTS = {
+    "consortium.ca_certificate": "The CA every party trusts (path relative to this file).",
+    "consortium.max_message_bytes": "Largest gRPC message; larger envelopes are chunked.",
+    "consortium.max_envelope_bytes": "Largest reassembled protocol message.",
+}
+
+
+def _write_settings(path: Path, settings: Mapping[str, Any], *, header: str) -> None:
+    """Write a new settings file (mode 0600, each setting explained), or update an
+    existing one (``init --force``): only the keys ``init`` sets change, ``[inputs]``
+    and ``[data]`` entries the owner has are kept, and so are all comments."""
+    if path.is_file():
+        keep = ("inputs", "data")
+        updates = {k: v for k, v in settings.items() if k not in keep}
+        defaults = {k: settings[k] for k in keep if k in settings}
+        try:
+            text = update_toml(path.read_text(encoding="utf-8"), updates, defaults=defaults)
+        except (ConfigError, UnicodeDecodeError):
+            text = None  # not a settings file we can update: replace it
+        if text is not None:
+            _replace_file(path, text.encode("utf-8"), mode=0o600)
+            return
+    text = write_toml(settings, header=header, comments=_settings_comments(str(settings["party"])))
+    _write_private(path, text.encode("utf-8"))
 
 
 def init_consortium(
@@ -724,6 +1021,7 @@ def init_consortium(
     ports: Sequence[int] | None = None,
     rng: int | RandomSource | None = None,
     policy_text: str | None = None,
+    ca_passphrase: bytes | None = None,
 ) -> Path:
     """Write a ready-to-run consortium for ``parties`` on one host; returns its file.
 
@@ -735,7 +1033,8 @@ def init_consortium(
     listens on ``host:base_port + i`` (or ``ports[i]``). With ``sample_inputs`` each
     party's settings get a sample private ``secure_sum`` input in ``[0, 1000)``, so a
     fresh testbed can run ``ppdm job run secure-sum`` at once. The CA's private key is
-    discarded unless ``keep_ca_key`` (then ``private/ca.key``, for issuing more
+    discarded unless ``keep_ca_key`` (then ``private/ca.key``, encrypted with
+    ``ca_passphrase`` when given, for changing the roster and issuing more
     certificates later; keep it offline).
     """
     out = Path(out)
@@ -766,16 +1065,18 @@ def init_consortium(
     ca_key, ca_cert = generate_ca(name)
     (out / "ca.crt").write_bytes(_pem(ca_cert))
     if keep_ca_key:
-        _write_private(out / "private" / "ca.key", _key_pem(ca_key))
+        _write_private(out / "private" / "ca.key", _key_pem(ca_key, ca_passphrase))
     source = make_rng(rng)
     samples = source.integers(0, 1000, len(names)) if sample_inputs else None
     roster = []
+    prints: list[tuple[str, str, str]] = []
     for i, party in enumerate(names):
         key, cert = issue_certificate(ca_key, ca_cert, party, hosts=[host])
         (out / "certs" / f"{party}.crt").write_bytes(_pem(cert))
         _write_private(out / "private" / f"{party}.key", _key_pem(key))
         address = f"[{host}]:{ports[i]}" if ":" in host else f"{host}:{ports[i]}"
         roster.append({"name": party, "address": address, "certificate": f"certs/{party}.crt"})
+        prints.append((party, address, certificate_fingerprint(cert)))
         node: dict[str, Any] = {"listen": address, "job_timeout_s": float(job_timeout_s)}
         if policy_text is not None:
             node["policy"] = f"{party}.policy.toml"
@@ -787,14 +1088,14 @@ def init_consortium(
             "inputs": {"secure_sum": int(samples[i])} if samples is not None else {},
             "data": {},
         }
-        text = write_toml(
+        _write_settings(
+            out / f"{party}.toml",
             settings,
             header=(
                 f"Private settings of party {party!r} in consortium {name!r}.\n"
                 "Keep this file, its private key and its inputs on this party's host only."
             ),
         )
-        _write_private(out / f"{party}.toml", text.encode())
         if policy_text is not None:
             _write_private(out / f"{party}.policy.toml", policy_text.encode())
     doc = {
@@ -803,6 +1104,8 @@ def init_consortium(
             "ca_certificate": "ca.crt",
             "max_message_bytes": int(max_message_bytes),
             "max_envelope_bytes": max(DEFAULT_MAX_ENVELOPE_BYTES, int(max_message_bytes)),
+            "version": 1,
+            "signature": _sign_new_roster(ca_key, ca_cert, name, int(max_message_bytes), prints),
         },
         "parties": roster,
     }
@@ -813,6 +1116,7 @@ def init_consortium(
                 f"Roster of consortium {name!r}: the same file at every party.\n"
                 "A peer is accepted only with exactly the certificate listed for it here."
             ),
+            comments=_CONSORTIUM_COMMENTS,
         )
     )
     return cons_file

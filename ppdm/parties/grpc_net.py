@@ -63,6 +63,7 @@ __all__ = [
     "StreamWatch",
     "authenticate",
     "channel_options",
+    "dynamic_server_credentials",
     "encode_frames",
     "frame_bytes",
     "handle_exchange",
@@ -124,6 +125,33 @@ def server_credentials(settings: PartySettings) -> grpc.ServerCredentials:
         [(settings.private_key_pem, settings.certificate_pem)],
         root_certificates=settings.consortium.ca_certificate_pem,
         require_client_auth=True,
+    )
+
+
+def dynamic_server_credentials(
+    current: Callable[[], PartySettings],
+) -> grpc.ServerCredentials:
+    """Like :func:`server_credentials`, but every new TLS handshake presents the key and
+    certificate of ``current()`` (a node takes a rotated certificate without a restart)."""
+
+    def config(settings: PartySettings) -> Any:
+        return grpc.ssl_server_certificate_configuration(
+            [(settings.private_key_pem, settings.certificate_pem)],
+            root_certificates=settings.consortium.ca_certificate_pem,
+        )
+
+    first = current()
+    state = {"cert": first.certificate_pem}
+
+    def fetch() -> Any:
+        settings = current()
+        if settings.certificate_pem == state["cert"]:
+            return None  # unchanged: gRPC keeps the configuration it has
+        state["cert"] = settings.certificate_pem
+        return config(settings)
+
+    return grpc.dynamic_ssl_server_credentials(
+        config(first), fetch, require_client_authentication=True
     )
 
 

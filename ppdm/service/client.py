@@ -30,7 +30,7 @@ import grpc
 
 from ppdm.errors import ConfigError
 from ppdm.jobs.registry import get_job
-from ppdm.parties.consortium import PartySettings
+from ppdm.parties.consortium import Consortium, PartySettings
 from ppdm.parties.grpc_net import open_channel
 from ppdm.proto.ppdm.v1 import party_pb2 as pb
 from ppdm.proto.ppdm.v1 import party_pb2_grpc
@@ -129,10 +129,46 @@ def health(settings: PartySettings, *, timeout: float = 5.0) -> dict[str, dict[s
                     "consortium": reply.consortium,
                     "version": reply.version,
                     "running_jobs": list(reply.running_jobs),
+                    "roster_version": reply.roster_version,
+                    "same_roster": reply.roster_version == settings.consortium.version,
                 }
             except grpc.RpcError as exc:
                 out[party] = {"ok": False, "error": _rpc_error(exc)}
             _add_expiry(out[party], entry, now)
+    return out
+
+
+def push_roster(
+    settings: PartySettings, roster: Consortium, *, timeout: float = 5.0
+) -> dict[str, dict[str, Any]]:
+    """Hand ``roster`` (signed by the CA) to every member it lists, as ``settings``'
+    party; each node takes it only if it is newer than its own. Per party: ``accepted``,
+    the node's ``version`` afterwards and the ``reason`` it gave, or the call's ``error``.
+
+    The calls dial with the *new* roster's pins, so a member whose certificate was
+    rotated answers once it runs with its new key (reload it with SIGHUP first).
+    """
+    from dataclasses import replace
+
+    from ppdm.parties.roster import roster_toml
+
+    text = roster_toml(roster)
+    dialer = replace(settings, consortium=roster) if settings.name in roster.names else settings
+    out: dict[str, dict[str, Any]] = {}
+    with NodeClient(dialer) as client:
+        for party in roster.names:
+            try:
+                reply = client.stub(party).PushRoster(
+                    pb.RosterUpdate(roster_toml=text), timeout=timeout
+                )
+                out[party] = {
+                    "accepted": reply.accepted,
+                    "version": reply.version,
+                    "reason": reply.reason,
+                    "ok": reply.accepted or reply.version == roster.version,
+                }
+            except grpc.RpcError as exc:
+                out[party] = {"ok": False, "error": _rpc_error(exc)}
     return out
 
 
@@ -296,6 +332,7 @@ def run_job(
         initiator=settings.name,
         parties=list(members),
         timeout_s=wait,
+        roster_version=consortium.version,
     )
     started_at = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     t0 = time.perf_counter()

@@ -45,13 +45,14 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import signal
 import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent import futures
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -61,18 +62,26 @@ from google.protobuf import struct_pb2
 from ppdm import __version__
 from ppdm.errors import ConfigError, PPDMError, PublicError
 from ppdm.jobs.registry import PartyContext, get_job
-from ppdm.parties.consortium import NodeLimits, PartySettings
+from ppdm.parties.consortium import (
+    Consortium,
+    NodeLimits,
+    PartySettings,
+    certificate_fingerprint,
+    load_settings,
+    loads_consortium,
+)
 from ppdm.parties.grpc_net import (
     JobLinks,
     StreamWatch,
     authenticate,
     channel_options,
+    dynamic_server_credentials,
     frame_bytes,
     handle_exchange,
     open_channel,
-    server_credentials,
 )
 from ppdm.parties.network import Endpoint
+from ppdm.parties.roster import check_successor, members_changed, roster_toml
 from ppdm.progress import job_log_context
 from ppdm.proto.ppdm.v1 import envelope_pb2 as env_pb
 from ppdm.proto.ppdm.v1 import party_pb2 as pb
@@ -112,6 +121,7 @@ FAILED_DRAIN_S = 2.0  # how long a failed job waits for its outgoing streams to 
 #: ``max_streams_per_peer`` in the settings' ``[limits]`` overrides it.
 MAX_STREAMS_PER_PEER = NodeLimits.max_streams_per_peer
 MAX_AUDIT_HISTORY = 10_000
+MAX_ROSTER_BYTES = 4 << 20  # a pushed roster (inline certificates: ~1 kB per member)
 
 STATE_NAMES: dict[int, str] = {
     pb.JOB_STATE_RUNNING: "running",
@@ -428,6 +438,9 @@ class PartyNode:
             self.limits.pending_job_wait_s if pending_wait_s is None else pending_wait_s
         )
         self.streams = StreamWatch()
+        self._roster_lock = threading.Lock()
+        self.removed = False
+        self.own_certificate_stale = False
         self.metrics = NodeMetrics(self.name)
         self.metrics.info.labels(party=self.name, version=__version__).set(1)
         self._ops: OpsServer | None = None
@@ -467,7 +480,9 @@ class PartyNode:
         self._health = health.HealthServicer(experimental_non_blocking=True)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         try:
-            port = server.add_secure_port(self.settings.listen, server_credentials(self.settings))
+            port = server.add_secure_port(
+                self.settings.listen, dynamic_server_credentials(lambda: self.settings)
+            )
         except RuntimeError as exc:
             raise ConfigError(f"cannot listen on {self.settings.listen}: {exc}") from None
         if port == 0:
@@ -565,6 +580,10 @@ class PartyNode:
             return "not started"
         if self._stopping.is_set():
             return "shutting down"
+        if self.removed:
+            return "this party is not in the roster"
+        if self.own_certificate_stale:
+            return "the roster lists a new certificate for this party; install it and reload"
         if not self.settings.entry.valid_now():
             return "this party's certificate is not valid now"
         return None
@@ -591,6 +610,100 @@ class PartyNode:
         ok = self.policy.reload()
         self.ledger.append("policy", {"event": "reload", "ok": ok, "path": str(self.policy.path)})
         return ok
+
+    def reload(self) -> bool:
+        """What SIGHUP does: re-read the policy, then the settings file and the roster it
+        names; a newer signed roster (and this party's rotated key and certificate) is
+        taken without a restart. ``False`` if anything could not be taken (logged)."""
+        ok = self.reload_policy()
+        if self.settings.path is None:
+            return ok
+        try:
+            fresh = load_settings(self.settings.path, verify_own_certificate=False)
+        except PPDMError as exc:
+            log.error("reload: settings not taken: %s", exc)
+            return False
+        new = fresh.consortium
+        if new.version != self.consortium.version or new.payload() != self.consortium.payload():
+            try:
+                self.update_roster(new, source="reload")
+            except ConfigError as exc:
+                log.error("reload: roster not taken: %s", exc)
+                return False
+        return self._take_own_credentials(fresh) and ok
+
+    def update_roster(self, new: Consortium, *, source: str) -> None:
+        """Take a newer roster signed by the CA (:func:`ppdm.parties.roster.check_successor`
+        decides): pin its certificates at once, inbound and outbound, and keep it on disk.
+        Raises :class:`ConfigError` naming why a roster is not taken."""
+        with self._roster_lock:
+            current = self.consortium
+            check_successor(current, new)
+            changed = members_changed(current, new)
+            path = current.path
+            if source != "reload" and path is not None:
+                tmp = path.with_name(path.name + ".incoming")
+                tmp.write_text(roster_toml(new))
+                os.replace(tmp, path)
+                new = replace(new, path=path)
+            self.consortium = new
+            self.settings = replace(self.settings, consortium=new)
+            self.removed = self.name not in new.names
+            with self._channel_lock:
+                channels = list(self._channels.values())
+                self._channels.clear()
+            for ch in channels:  # the next call dials with the new pins
+                ch.close()
+            if not self.removed:
+                self._take_own_credentials(self.settings)
+        self.ledger.append(
+            "roster",
+            {
+                "event": source,
+                "from_version": current.version,
+                "version": new.version,
+                "changed": list(changed),
+                "removed_self": self.removed,
+            },
+        )
+        log.info(
+            "roster version %d taken (%s; was %d; changed: %s)",
+            new.version,
+            source,
+            current.version,
+            ", ".join(changed) or "nothing",
+        )
+        if self.removed:
+            log.error("this party %r is not in roster version %d", self.name, new.version)
+
+    def _take_own_credentials(self, fresh: PartySettings) -> bool:
+        """Use ``fresh``'s key and certificate if they are this party's roster entry now
+        (after rotate-cert): new TLS handshakes present them at once."""
+        entry = self.consortium.party(self.name) if not self.removed else None
+        if entry is None:
+            return False
+        if certificate_fingerprint(fresh.certificate_pem) != entry.fingerprint:
+            log.error(
+                "the roster lists a new certificate for %r that this node does not hold yet: "
+                "install the new key and certificate, then send SIGHUP",
+                self.name,
+            )
+            self.own_certificate_stale = True
+            return False
+        if fresh.certificate_pem != self.settings.certificate_pem:
+            self.settings = replace(
+                self.settings,
+                certificate_pem=fresh.certificate_pem,
+                private_key_pem=fresh.private_key_pem,
+            )
+            with self._channel_lock:
+                channels = list(self._channels.values())
+                self._channels.clear()
+            for ch in channels:
+                ch.close()
+            log.info("this party's rotated certificate is in use")
+        self.own_certificate_stale = False
+        return True
 
     # Channels ----------------------------------------------------------------------------
 
@@ -704,6 +817,14 @@ class PartyNode:
         job_id = request.job_id
         if not job_id or len(job_id) > 128 or not job_id.isascii():
             raise ConfigError("job id must be 1 to 128 ASCII characters")
+        if request.roster_version != self.consortium.version:
+            raise ConfigError(
+                f"roster version mismatch: the initiator {caller!r} holds roster version "
+                f"{request.roster_version}, {self.name!r} holds version "
+                f"{self.consortium.version} (push the newer roster: ppdm consortium push)"
+            )
+        if self.removed:
+            raise ConfigError(f"{self.name!r} is not a member of the consortium's roster")
         parties = self.consortium.order(
             list(request.parties) or list(self.consortium.active_names())
         )
@@ -1272,7 +1393,22 @@ class _Servicer(party_pb2_grpc.PartyServicer):
             consortium=self.node.consortium.name,
             version=__version__,
             running_jobs=self.node.running_jobs(caller),
+            roster_version=self.node.consortium.version,
         )
+
+    def PushRoster(self, request: pb.RosterUpdate, context: grpc.ServicerContext) -> Any:
+        caller = authenticate(context, self.node.consortium)
+        node = self.node
+        try:
+            if len(request.roster_toml) > MAX_ROSTER_BYTES:
+                raise ConfigError(f"the roster is larger than {MAX_ROSTER_BYTES} bytes")
+            new = loads_consortium(request.roster_toml, f"roster pushed by {caller!r}")
+            node.update_roster(new, source=f"pushed by {caller}")
+        except ConfigError as exc:
+            return pb.RosterReply(
+                party=node.name, version=node.consortium.version, accepted=False, reason=str(exc)
+            )
+        return pb.RosterReply(party=node.name, version=node.consortium.version, accepted=True)
 
     def ListPending(self, request: pb.PendingRequest, context: grpc.ServicerContext) -> Any:
         caller = authenticate(context, self.node.consortium)
@@ -1344,6 +1480,7 @@ def _add_party_service(servicer: _Servicer, server: grpc.Server) -> None:
         "ListPending": unary(servicer.ListPending, pb.PendingRequest, pb.PendingJobs),
         "DecideJob": unary(servicer.DecideJob, pb.OwnerDecision, pb.JobStatus),
         "AuditHistory": unary(servicer.AuditHistory, pb.AuditHistoryRequest, pb.AuditHistoryReply),
+        "PushRoster": unary(servicer.PushRoster, pb.RosterUpdate, pb.RosterReply),
     }
     server.add_generic_rpc_handlers(
         (grpc.method_handlers_generic_handler("ppdm.v1.Party", handlers),)
@@ -1352,7 +1489,7 @@ def _add_party_service(servicer: _Servicer, server: grpc.Server) -> None:
 
 def serve(settings: PartySettings, *, grace: float = 5.0) -> int:
     """Run a node until SIGINT or SIGTERM, then shut down cleanly; returns the exit code.
-    SIGHUP re-reads the policy file."""
+    SIGHUP re-reads the policy file, the settings and a newer signed roster."""
     node = PartyNode(settings)
     stop = threading.Event()
     received: list[int] = []
@@ -1362,7 +1499,7 @@ def serve(settings: PartySettings, *, grace: float = 5.0) -> int:
         stop.set()
 
     def on_hup(_signum: int, _frame: Any) -> None:
-        threading.Thread(target=node.reload_policy, daemon=True).start()
+        threading.Thread(target=node.reload, daemon=True).start()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_hup)

@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives import serialization
 
 from ppdm.errors import ConfigError
 from ppdm.parties.consortium import _key_pem, _pem, issue_certificate, load_settings
+from ppdm.parties.roster import sign_roster
 from ppdm.service.client import certificate_warnings, run_job
 from ppdm.service.testbed import GrpcTestbed
 
@@ -26,7 +27,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _reissue(root: Path, party: str, *, start: dt.datetime, days: int) -> None:
     """Give ``party`` a new certificate from the consortium CA valid from ``start`` for
-    ``days`` days (the roster names the file, so it lists the new one)."""
+    ``days`` days (the roster names the file, so it lists the new one; the CA signs the
+    changed roster, as ``ppdm consortium sign`` does)."""
     ca_key = serialization.load_pem_private_key((root / "private" / "ca.key").read_bytes(), None)
     ca_cert = x509.load_pem_x509_certificate((root / "ca.crt").read_bytes())
     key, cert = issue_certificate(
@@ -34,6 +36,7 @@ def _reissue(root: Path, party: str, *, start: dt.datetime, days: int) -> None:
     )
     (root / "certs" / f"{party}.crt").write_bytes(_pem(cert))
     (root / "private" / f"{party}.key").write_bytes(_key_pem(key))
+    sign_roster(root / "consortium.toml", ca_key)
 
 
 def test_an_expired_member_is_refused_and_the_others_go_on(tmp_path):

@@ -128,6 +128,7 @@ def test_another_party_cannot_start_a_job_in_its_name(bed):
             initiator="carol",
             parties=list(PARTIES),
             timeout_s=5,
+            roster_version=bob.consortium.version,
         )
         with pytest.raises(grpc.RpcError) as info:
             stub.ProposeJob(request, timeout=5)
@@ -163,6 +164,7 @@ def test_another_party_cannot_start_a_job_in_its_name(bed):
         ({"parties": ["bob", "carol"]}, grpc.StatusCode.INVALID_ARGUMENT, "not a member"),
         ({"parties": ["alice", "mallory"]}, grpc.StatusCode.INVALID_ARGUMENT, "not in consortium"),
         ({"timeout_s": -1.0}, grpc.StatusCode.INVALID_ARGUMENT, "timeout"),
+        ({"roster_version": 0}, grpc.StatusCode.INVALID_ARGUMENT, "roster version mismatch"),
     ],
 )
 def test_bad_job_requests_are_refused(bed, change, code, message):
@@ -177,6 +179,7 @@ def test_bad_job_requests_are_refused(bed, change, code, message):
             "initiator": "alice",
             "parties": list(PARTIES),
             "timeout_s": 5.0,
+            "roster_version": alice.consortium.version,
         }
         fields.update(change)
         with pytest.raises(grpc.RpcError) as info:

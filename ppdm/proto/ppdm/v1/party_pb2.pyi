@@ -42,7 +42,7 @@ JOB_STATE_REFUSED: JobState
 JOB_STATE_CANCELLED: JobState
 
 class JobRequest(_message.Message):
-    __slots__ = ("consortium", "job_id", "protocol", "params", "initiator", "parties", "timeout_s")
+    __slots__ = ("consortium", "job_id", "protocol", "params", "initiator", "parties", "timeout_s", "roster_version")
     CONSORTIUM_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
@@ -50,6 +50,7 @@ class JobRequest(_message.Message):
     INITIATOR_FIELD_NUMBER: _ClassVar[int]
     PARTIES_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    ROSTER_VERSION_FIELD_NUMBER: _ClassVar[int]
     consortium: str
     job_id: str
     protocol: str
@@ -57,7 +58,8 @@ class JobRequest(_message.Message):
     initiator: str
     parties: _containers.RepeatedScalarFieldContainer[str]
     timeout_s: float
-    def __init__(self, consortium: _Optional[str] = ..., job_id: _Optional[str] = ..., protocol: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., initiator: _Optional[str] = ..., parties: _Optional[_Iterable[str]] = ..., timeout_s: _Optional[float] = ...) -> None: ...
+    roster_version: int
+    def __init__(self, consortium: _Optional[str] = ..., job_id: _Optional[str] = ..., protocol: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., initiator: _Optional[str] = ..., parties: _Optional[_Iterable[str]] = ..., timeout_s: _Optional[float] = ..., roster_version: _Optional[int] = ...) -> None: ...
 
 class JobRef(_message.Message):
     __slots__ = ("job_id",)
@@ -184,16 +186,36 @@ class HealthRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class HealthReply(_message.Message):
-    __slots__ = ("party", "consortium", "version", "running_jobs")
+    __slots__ = ("party", "consortium", "version", "running_jobs", "roster_version")
     PARTY_FIELD_NUMBER: _ClassVar[int]
     CONSORTIUM_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     RUNNING_JOBS_FIELD_NUMBER: _ClassVar[int]
+    ROSTER_VERSION_FIELD_NUMBER: _ClassVar[int]
     party: str
     consortium: str
     version: str
     running_jobs: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, party: _Optional[str] = ..., consortium: _Optional[str] = ..., version: _Optional[str] = ..., running_jobs: _Optional[_Iterable[str]] = ...) -> None: ...
+    roster_version: int
+    def __init__(self, party: _Optional[str] = ..., consortium: _Optional[str] = ..., version: _Optional[str] = ..., running_jobs: _Optional[_Iterable[str]] = ..., roster_version: _Optional[int] = ...) -> None: ...
+
+class RosterUpdate(_message.Message):
+    __slots__ = ("roster_toml",)
+    ROSTER_TOML_FIELD_NUMBER: _ClassVar[int]
+    roster_toml: str
+    def __init__(self, roster_toml: _Optional[str] = ...) -> None: ...
+
+class RosterReply(_message.Message):
+    __slots__ = ("party", "version", "accepted", "reason")
+    PARTY_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    party: str
+    version: int
+    accepted: bool
+    reason: str
+    def __init__(self, party: _Optional[str] = ..., version: _Optional[int] = ..., accepted: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class AuditHistoryRequest(_message.Message):
     __slots__ = ("input_key",)

@@ -80,6 +80,11 @@ class PartyStub:
                 request_serializer=ppdm_dot_v1_dot_party__pb2.AuditHistoryRequest.SerializeToString,
                 response_deserializer=ppdm_dot_v1_dot_party__pb2.AuditHistoryReply.FromString,
                 _registered_method=True)
+        self.PushRoster = channel.unary_unary(
+                '/ppdm.v1.Party/PushRoster',
+                request_serializer=ppdm_dot_v1_dot_party__pb2.RosterUpdate.SerializeToString,
+                response_deserializer=ppdm_dot_v1_dot_party__pb2.RosterReply.FromString,
+                _registered_method=True)
 
 
 class PartyServicer:
@@ -153,6 +158,14 @@ class PartyServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PushRoster(self, request, context):
+        """A member hands this node a newer roster signed by the consortium CA; the node takes
+        it only if it is signed, for the same consortium and CA, and of a higher version.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PartyServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -200,6 +213,11 @@ def add_PartyServicer_to_server(servicer, server):
                     servicer.AuditHistory,
                     request_deserializer=ppdm_dot_v1_dot_party__pb2.AuditHistoryRequest.FromString,
                     response_serializer=ppdm_dot_v1_dot_party__pb2.AuditHistoryReply.SerializeToString,
+            ),
+            'PushRoster': grpc.unary_unary_rpc_method_handler(
+                    servicer.PushRoster,
+                    request_deserializer=ppdm_dot_v1_dot_party__pb2.RosterUpdate.FromString,
+                    response_serializer=ppdm_dot_v1_dot_party__pb2.RosterReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -445,6 +463,33 @@ class Party:
             '/ppdm.v1.Party/AuditHistory',
             ppdm_dot_v1_dot_party__pb2.AuditHistoryRequest.SerializeToString,
             ppdm_dot_v1_dot_party__pb2.AuditHistoryReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PushRoster(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ppdm.v1.Party/PushRoster',
+            ppdm_dot_v1_dot_party__pb2.RosterUpdate.SerializeToString,
+            ppdm_dot_v1_dot_party__pb2.RosterReply.FromString,
             options,
             channel_credentials,
             insecure,
