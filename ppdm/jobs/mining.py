@@ -42,7 +42,6 @@ import hashlib
 import json
 import math
 import os
-import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -61,9 +60,13 @@ __all__ = [
     "KMEANS_DEFAULTS",
     "Records",
     "detect_format",
+    "open_party_source",
     "partition_file",
+    "read_party_records",
+    "read_party_transactions",
     "read_records",
     "read_transactions",
+    "records_from_frame",
     "run_assoc",
     "run_kmeans",
     "set_party_data",
@@ -128,7 +131,7 @@ def write_transactions(
 class Records:
     """A numeric records table of one party: ``ids`` (or ``None``), ``columns``, ``x``."""
 
-    def __init__(self, ids: np.ndarray | None, columns: list[str], x: np.ndarray) -> None:
+    def __init__(self, ids: np.ndarray | None, columns: list[str], x: np.ndarray | Any) -> None:
         self.ids = ids
         self.columns = columns
         self.x = x
@@ -165,9 +168,93 @@ def read_records(
     present (ids must be unique), the numeric attributes ``columns`` (default: every
     column but the id). With ``require_all=False`` the listed columns that the file does
     not have are skipped (vertical partitioning: each party holds some of them)."""
+    return records_from_frame(
+        _read_table(path, sep), path, id_column=id_column, columns=columns, require_all=require_all
+    )
+
+
+def open_party_source(ctx: PartyContext, key: str, *, fmt: str = "auto", sep: str = ",") -> Any:
+    """The :class:`ppdm.sources.DataSource` of entry ``key`` of the party's ``[data]``
+    table (a file path, or a ``kind = "parquet"`` / ``"sql"`` table), opened afresh for
+    this job."""
+    from ppdm.sources import open_source
+
+    return open_source(
+        ctx.settings.get("data", {}), key, base_dir=ctx.base_dir, party=ctx.name, fmt=fmt, sep=sep
+    )
+
+
+def read_party_transactions(
+    ctx: PartyContext, key: str, *, fmt: str = "auto", sep: str = ",", counter: bool = False
+) -> Any:
+    """The party's transactions ``[data] key`` through its data source: the whole
+    :class:`TransactionDB`, or with ``counter=True`` what horizontal association rules
+    count on (the in-memory database for small inputs, else a streamed counter that
+    scans the source once per level in bounded memory)."""
+    source = open_party_source(ctx, key, fmt=fmt, sep=sep)
+    if not counter:
+        with source:
+            return source.transactions()
+    result = source.local_counter()
+    if isinstance(result, TransactionDB):
+        source.close()
+    return result  # a streamed counter keeps its source open until it is collected
+
+
+def read_party_records(
+    ctx: PartyContext,
+    key: str,
+    *,
+    sep: str = ",",
+    id_column: str | None = "record_id",
+    columns: Sequence[str] | None = None,
+    require_all: bool = True,
+    stream_ok: bool = False,
+) -> Records:
+    """:func:`read_records` through the party's data source ``[data] key``: only the id
+    column and the wanted attributes are read (a SQL ``SELECT`` of those columns, a
+    Parquet projection). With ``stream_ok`` (horizontal k-means) a large table (``engine
+    = "stream"``, or ``auto`` above ``ppdm.sources.MEMORY_ROWS`` rows) that has the id
+    column is not loaded: ``x`` is a :class:`ppdm.sources.StreamedRecords` that scans the
+    source once per iteration."""
+    source = open_party_source(ctx, key, sep=sep)
+    try:
+        available = source.column_names()
+        if columns is None:
+            wanted = [c for c in available if c != id_column]
+        else:
+            wanted = [c for c in columns if c in available or require_all]
+        has_id = id_column is not None and id_column in available
+        if stream_ok and has_id and source.stream_records():
+            assert id_column is not None
+            names = [c for c in wanted if c != id_column]
+            streamed = source.streamed_records(names, id_column)
+            return Records(streamed.ids, names, streamed)  # the source stays open
+        if has_id:
+            wanted = [id_column, *[c for c in wanted if c != id_column]]
+        df = source.read_frame(wanted)
+        records = records_from_frame(
+            df, source.describe(), id_column=id_column, columns=columns, require_all=require_all
+        )
+    except BaseException:
+        source.close()
+        raise
+    source.close()
+    return records
+
+
+def records_from_frame(
+    df: Any,
+    where: Any,
+    *,
+    id_column: str | None = "record_id",
+    columns: Sequence[str] | None = None,
+    require_all: bool = True,
+) -> Records:
+    """A :class:`Records` table from a DataFrame (rules of :func:`read_records`)."""
     import pandas as pd
 
-    df = _read_table(path, sep)
+    path = where
     ids = None
     if id_column is not None and id_column in df.columns:
         if df[id_column].isna().any():
@@ -307,28 +394,26 @@ def set_party_data(
     settings_path: str | os.PathLike[str], key: str, data_path: str | os.PathLike[str]
 ) -> None:
     """Point ``[data] key`` of a party's settings file at ``data_path`` (written relative
-    to the settings file when it lies below its folder). Comments are not kept."""
-    from ppdm.parties.consortium import write_toml
+    to the settings file when it lies below its folder).
+
+    Only that entry changes: the owner's comments, other keys, order and formatting are
+    kept, and the file is replaced atomically (a running node re-reads ``[data]`` when a
+    job starts, so it sees the new file without a restart).
+    """
+    from ppdm.parties.consortium import update_toml_file
 
     settings = Path(settings_path)
     if not settings.is_file():
         raise ConfigError(f"settings file not found: {settings}")
-    try:
-        doc = tomllib.loads(settings.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{settings}: not valid TOML ({exc})") from None
     target = Path(data_path).resolve()
+    if not target.is_file():
+        raise ConfigError(f"data file not found: {data_path}")
     base = settings.resolve().parent
     try:
         value = str(target.relative_to(base))
     except ValueError:
         value = str(target)
-    data = doc.get("data")
-    if not isinstance(data, dict):
-        data = doc["data"] = {}
-    data[key] = value
-    party = doc.get("party", settings.stem)
-    settings.write_text(write_toml(doc, header=f"Private settings of party {party!r}."))
+    update_toml_file(settings, {"data": {key: value}})
 
 
 # ---------------------------------------------------------------------------------------
@@ -425,6 +510,8 @@ ASSOC_DEFAULTS: dict[str, Any] = {
     "sep": ",",
     "data": "transactions",
     "report_local": False,
+    "align": False,
+    "align_method": "oprf",
 }
 
 
@@ -440,7 +527,11 @@ def run_assoc(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> dic
     """
     opts = check_params("assoc", params)
     mode = opts["mode"]
-    db = read_transactions(ctx.data_path(opts["data"]), fmt=opts["format"], sep=opts["sep"])
+    if opts["align"]:
+        return _aligned_assoc(net, opts, ctx)
+    db = read_party_transactions(
+        ctx, opts["data"], fmt=opts["format"], sep=opts["sep"], counter=mode == "horizontal"
+    )
     if mode == "horizontal":
         result = _horizontal_assoc(net, db, opts, ctx)
     else:
@@ -463,9 +554,7 @@ def run_assoc(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> dic
     return _jsonable(out)
 
 
-def _horizontal_assoc(
-    net: Network, db: TransactionDB, opts: Mapping[str, Any], ctx: PartyContext
-) -> Any:
+def _horizontal_assoc(net: Network, db: Any, opts: Mapping[str, Any], ctx: PartyContext) -> Any:
     from ppdm.mining.horizontal_rules import horizontal_association_rules
 
     kind = "none"
@@ -534,6 +623,8 @@ KMEANS_DEFAULTS: dict[str, Any] = {
     "include_labels": False,
     "report_local": False,
     "min_cluster_size": 0,
+    "align": False,
+    "align_method": "oprf",
 }
 
 
@@ -578,13 +669,17 @@ def run_kmeans(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> di
 
     opts = check_params("kmeans", params)
     mode, k = opts["mode"], opts["k"]
-    records = read_records(
-        ctx.data_path(opts["data"]),
+    records = read_party_records(
+        ctx,
+        opts["data"],
         sep=opts["sep"],
         id_column=opts["id_column"],
         columns=opts["columns"],
         require_all=mode == "horizontal",
+        stream_ok=mode == "horizontal" and not opts["align"],
     )
+    if opts["align"]:
+        records = _aligned_records(net, records, opts, ctx)
     out: dict[str, Any] = {"mode": mode, "party": net.me}
     if mode == "horizontal":
         net.broadcast("kmeans/schema", records.columns)
@@ -714,6 +809,7 @@ def check_params(job: str, params: Mapping[str, Any]) -> dict[str, Any]:
             "sep": _separator(merged),
             "data": _data_key(merged),
             "report_local": _flag(merged, "report_local"),
+            **_align_params(merged),
         }
     if job != "kmeans":
         raise ConfigError(f"no mining job {job!r}")
@@ -754,7 +850,113 @@ def check_params(job: str, params: Mapping[str, Any]) -> dict[str, Any]:
         "include_labels": _flag(merged, "include_labels"),
         "min_cluster_size": _integer(merged, "min_cluster_size", low=0),
         "report_local": _flag(merged, "report_local"),
+        **_align_params(merged),
     }
+
+
+# ---------------------------------------------------------------------------------------
+# Private record alignment before vertical mining (align=true; docs/mining.md)
+
+
+def _align_params(merged: Mapping[str, Any]) -> dict[str, Any]:
+    """``align`` (vertical mode only; k-means needs an id column) and ``align_method``."""
+    align = _flag(merged, "align")
+    method = _choice(merged, "align_method", ("oprf", "ec"))
+    if align and merged.get("mode") != "vertical":
+        raise ConfigError("align=true applies to mode=vertical only")
+    if align and "id_column" in merged and merged["id_column"] is None:
+        raise ConfigError("align=true needs an id_column")
+    return {"align": align, "align_method": method}
+
+
+def _aligned_records(
+    net: Network, records: Records, opts: Mapping[str, Any], ctx: PartyContext
+) -> Records:
+    """The records whose ids every party holds, in the common order: private record
+    alignment (:func:`ppdm.protocols.psi.align`) on this party's id column."""
+    from ppdm.protocols.psi import align
+
+    if records.ids is None:
+        raise ConfigError(
+            f"party {ctx.name!r}: align=true needs the id column {opts['id_column']!r} in "
+            "the records file"
+        )
+    try:
+        common = align(net, records.ids, method=opts["align_method"])
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"party {ctx.name!r}: {exc}") from None
+    return Records(records.ids[common.rows], records.columns, records.x[common.rows])
+
+
+def read_id_transactions(
+    path: str | os.PathLike[str], *, fmt: str = "auto", sep: str = ","
+) -> tuple[list[str], TransactionDB]:
+    """A transaction file whose lines start with the transaction id: ``(ids, db)``.
+
+    FIMI: the first whitespace-separated token of a line is its id, the rest its integer
+    items; basket CSV: the first field is the id. Ids are kept as strings and must be
+    distinct; blank lines are skipped.
+    """
+    from ppdm.mining.readers import from_transactions
+
+    kind = detect_format(path, fmt, table=False)
+    if kind == "records":
+        raise ConfigError("association rules need transactions (fimi or basket), not records")
+    if not Path(path).is_file():
+        raise ConfigError(f"transaction file not found: {path}")
+    ids: list[str] = []
+    rows: list[list[Any]] = []
+    with open(path, newline="", encoding="utf-8") as f:
+        if kind == "fimi":
+            for number, line in enumerate(f, 1):
+                tokens = line.split()
+                if not tokens:
+                    continue
+                try:
+                    items = [int(t) for t in tokens[1:]]
+                except ValueError:
+                    raise ConfigError(f"{path}:{number}: items must be integers") from None
+                if any(i < 0 for i in items):
+                    raise ConfigError(f"{path}:{number}: items must be non-negative")
+                ids.append(tokens[0])
+                rows.append(items)
+        else:
+            for row in csv.reader(f, delimiter=sep):
+                fields = [x.strip() for x in row]
+                if not any(fields):
+                    continue
+                ids.append(fields[0])
+                rows.append([x for x in fields[1:] if x])
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"{path}: the transaction ids (first field of each line) repeat")
+    return ids, from_transactions(rows)
+
+
+def _aligned_assoc(net: Network, opts: Mapping[str, Any], ctx: PartyContext) -> dict[str, Any]:
+    """Vertical association rules after private record alignment: every party's file
+    lists its own transactions, each line starting with the transaction id."""
+    from ppdm.mining.vertical_rules import vertical_association_rules
+    from ppdm.protocols.psi import align
+
+    if len(net.parties) < 2:
+        raise ConfigError("vertical association rules need at least two parties")
+    ids, db = read_id_transactions(ctx.data_path(opts["data"]), fmt=opts["format"], sep=opts["sep"])
+    common = align(net, ids, method=opts["align_method"])
+    db = db.subset(common.rows)
+    result = vertical_association_rules(
+        net,
+        db,
+        min_support=opts["min_support"],
+        min_confidence=opts["min_confidence"],
+        method=opts["method"],
+        max_len=opts["max_len"],
+        progress=ctx.progress,
+    )
+    out: dict[str, Any] = {"mode": "vertical", "party": net.me, "aligned": len(common.ids)}
+    out.update(result.to_json())
+    if opts["report_local"]:
+        out["local"] = {"transactions": len(ids), "items": db.n_items}
+    return _jsonable(out)
 
 
 def _data_key(params: Mapping[str, Any]) -> str:

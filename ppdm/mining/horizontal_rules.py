@@ -26,7 +26,8 @@ Rules ``X -> Y`` are decided the same way: with ``min_confidence = p/q`` (its de
 value), ``q * count(XY) - p * count(X) >= 0`` summed over the parties, or computed from the
 published counts.
 
-Leakage (semi-honest): the pooled number of transactions ``N``; per level, the union of
+Leakage (semi-honest): the pooled number of transactions ``N``; unless ``label_bytes`` is
+given, the longest item label at any party rounded up to 4, 8, 16, ... bytes; per level, the union of
 the locally large itemsets and which of them are globally large (KC's accepted leakage),
 plus the secure union's own leakage (docs/protocols/set-union.md: the collector
 ``P_0`` learns how many locally large itemsets each group of parties shares, not which); with ``reveal_counts`` the global counts
@@ -38,7 +39,8 @@ which locally large itemset. Cost per level: one secure union, one batched thres
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -50,7 +52,13 @@ from ppdm.mining.assoc_common import (
     encode_itemset,
     native_label,
 )
-from ppdm.mining.itemsets import TransactionDB, apriori_gen, min_count, support_counts
+from ppdm.mining.itemsets import (
+    TransactionDB,
+    apriori_gen,
+    as_transaction_db,
+    min_count,
+    support_counts,
+)
 from ppdm.parties.network import Network
 from ppdm.progress import Progress, progress_or_null
 from ppdm.protocols.secure_sum import secure_sum
@@ -59,26 +67,98 @@ from ppdm.protocols.threshold import secure_sum_nonnegative
 
 log = logging.getLogger(__name__)
 
-__all__ = ["horizontal_association_rules"]
+__all__ = [
+    "LABEL_WIDTHS",
+    "LocalCounter",
+    "TransactionCounter",
+    "agree_label_bytes",
+    "horizontal_association_rules",
+]
+
+
+@runtime_checkable
+class LocalCounter(Protocol):
+    """What a party counts on: its number of transactions, its item labels (sorted) and
+    the local support counts of a level's candidates. :class:`TransactionCounter` wraps
+    an in-memory :class:`~ppdm.mining.itemsets.TransactionDB`; a data source too large for
+    memory gives a streamed counter (:class:`ppdm.sources.StreamedCounter`)."""
+
+    n_transactions: int
+    items: np.ndarray
+
+    def count(self, candidates: Sequence[tuple]) -> np.ndarray:
+        """Support counts of ``candidates`` (tuples of labels), ``int64``, in order."""
+        ...
+
+
+class TransactionCounter:
+    """The in-memory local counter: :func:`~ppdm.mining.itemsets.support_counts`."""
+
+    def __init__(self, db: TransactionDB) -> None:
+        self.db = db
+        self.n_transactions = db.n_transactions
+        self.items = db.items
+
+    def count(self, candidates: Sequence[tuple]) -> np.ndarray:
+        return support_counts(self.db, candidates)
+
+
+#: The label widths (bytes) :func:`agree_label_bytes` rounds up to.
+LABEL_WIDTHS = (4, 8, 16, 32, 64, 128, 255)
+
+
+def local_label_bytes(db: TransactionDB | LocalCounter) -> int:
+    """Bytes the longest label of ``db`` needs (ints: big-endian, strings: UTF-8)."""
+    labels = [native_label(x) for x in db.items]
+    if not labels:
+        return 1
+    if isinstance(labels[0], str):
+        return max(len(x.encode("utf-8")) for x in labels)
+    return max(1, max((int(x).bit_length() + 7) // 8 for x in labels))
+
+
+def agree_label_bytes(net: Network, db: TransactionDB | LocalCounter) -> int:
+    """The label width every party uses: the longest label at any party, rounded up to
+    :data:`LABEL_WIDTHS`.
+
+    For each width ``w`` of the list the parties decide with one batched
+    :func:`~ppdm.protocols.threshold.secure_sum_nonnegative` whether some party needs
+    more than ``w`` bytes; they learn the rounded maximum width, not whose label it is nor
+    any party's own width. Cost: one threshold test over ``len(LABEL_WIDTHS) - 1`` values.
+    """
+    need = local_label_bytes(db)
+    if need > LABEL_WIDTHS[-1]:
+        raise ValueError(f"an item label is longer than {LABEL_WIDTHS[-1]} bytes")
+    above = np.array([int(need > w) for w in LABEL_WIDTHS[:-1]], dtype=np.int64)
+    if net.me == net.parties[0]:
+        above -= 1  # sum over the parties >= 0 iff at least one party needs more
+    some = secure_sum_nonnegative(net.scoped("assoc/label-width"), above)
+    return LABEL_WIDTHS[int(np.count_nonzero(some))]
 
 
 def horizontal_association_rules(
     net: Network,
-    db: TransactionDB,
+    db: TransactionDB | LocalCounter | Any,
     *,
     min_support: float,
     min_confidence: float,
     reveal_counts: bool = False,
     max_len: int | None = None,
-    label_bytes: int = 4,
+    label_bytes: int | None = None,
     fake_ratio: float = 0.25,
     progress: Progress | None = None,
 ) -> AssocResult:
     """Frequent itemsets and rules of the parties' pooled transactions (module docstring).
 
-    Every party calls this with its own transactions ``db``. Item labels must be all ints
-    (each fitting in ``label_bytes`` bytes) or all strings (at most ``label_bytes`` UTF-8
-    bytes).
+    Every party calls this with its own transactions ``db`` (a :class:`TransactionDB`, or
+    a one-hot DataFrame / a column of item lists, see
+    :func:`ppdm.mining.itemsets.as_transaction_db`). Item labels must be all ints (each
+    fitting in ``label_bytes`` bytes) or all strings (at most ``label_bytes`` UTF-8
+    bytes). With ``label_bytes=None`` (the default) the width is chosen from the data by
+    :func:`agree_label_bytes`: the longest label at any party, rounded up to 4, 8, 16,
+    32, 64, 128 or 255 bytes (one batched threshold test; every party learns that
+    rounded width and nothing else). ``db`` may also be a :class:`LocalCounter` that
+    counts each level's candidates from the party's data source in bounded memory.
 
     Returns
     -------
@@ -87,6 +167,14 @@ def horizontal_association_rules(
         ``reveal_counts``) and rules.
     """
     min_count(min_support, 1)  # validates min_support
+    counter: LocalCounter
+    if isinstance(db, LocalCounter) and not isinstance(db, TransactionDB):
+        counter = db
+    else:
+        counter = TransactionCounter(as_transaction_db(db, argument="db"))
+    db = counter
+    if label_bytes is None:
+        label_bytes = agree_label_bytes(net, db)
     frac = confidence_fraction(min_confidence)
     prog = progress_or_null(progress)
     n_total = int(secure_sum(net.scoped("assoc/size"), int(db.n_transactions)))
@@ -104,7 +192,7 @@ def horizontal_association_rules(
     while max_len is None or k <= max_len:
         sub = net.scoped(f"assoc/level{k}")
         candidates = [(native_label(x),) for x in db.items] if k == 1 else apriori_gen(prev)
-        local_counts = support_counts(db, candidates) if candidates else np.zeros(0, dtype=np.int64)
+        local_counts = counter.count(candidates) if candidates else np.zeros(0, dtype=np.int64)
         locally_large = [
             c
             for c, n in zip(candidates, local_counts, strict=True)

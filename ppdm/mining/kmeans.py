@@ -34,7 +34,7 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -47,7 +47,7 @@ from ppdm.randomness import SeededRandom
 
 log = logging.getLogger(__name__)
 
-__all__ = ["KMeansResult", "assign", "horizontal_kmeans", "vertical_kmeans"]
+__all__ = ["KMeansResult", "LocalRecords", "assign", "horizontal_kmeans", "vertical_kmeans"]
 
 Init = Literal["first-k", "kmeans++"]
 
@@ -80,16 +80,70 @@ def assign(x: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return labels, d2[np.arange(len(x)), labels]
 
 
+class LocalRecords(Protocol):
+    """A party's records for horizontal k-means, when they are not one in-memory array
+    (e.g. :class:`ppdm.sources.StreamedRecords`, which scans a data source once per
+    iteration in bounded memory): the local work of Lloyd's algorithm behind one seam."""
+
+    shape: tuple[int, int]
+
+    def head(self, k: int) -> np.ndarray:
+        """The first ``k`` records, ``(k, d)`` float64."""
+        ...
+
+    def column_sums(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per column: the sum of ``|x|``, of ``x`` and of ``x**2``."""
+        ...
+
+    def cluster_sums(self, centers: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+        """Lloyd's local step: every record's closest center (ties to the lowest index),
+        the per-cluster sums ``(k, d)`` and counts ``(k,)``, and the total squared
+        distance of the records to their centers."""
+        ...
+
+
+class _ArrayRecords:
+    """:class:`LocalRecords` of an in-memory array (the default path)."""
+
+    def __init__(self, x: np.ndarray) -> None:
+        self.x = x
+        self.shape = (int(x.shape[0]), int(x.shape[1]))
+
+    def head(self, k: int) -> np.ndarray:
+        return self.x[:k]
+
+    def column_sums(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        x = self.x
+        d = x.shape[1]
+        return (
+            np.abs(x).sum(axis=0) if len(x) else np.zeros(d),
+            x.sum(axis=0),
+            (x**2).sum(axis=0),
+        )
+
+    def cluster_sums(self, centers: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+        x = self.x
+        k, d = centers.shape
+        if not len(x):
+            return np.zeros(0, np.int64), np.zeros((k, d)), np.zeros(k, np.int64), 0.0
+        labels, d2 = assign(x, centers)
+        sums = np.zeros((k, d))
+        np.add.at(sums, labels, x)
+        counts = np.bincount(labels, minlength=k).astype(np.int64)
+        return labels, sums, counts, float(d2.sum())
+
+
 def _check_int(value: Any, frm: str, step: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ProtocolError(frm, step, "expected an integer")
     return value
 
 
-def _init_first_k(net: Network, x: np.ndarray, k: int) -> np.ndarray:
+def _init_first_k(net: Network, x: np.ndarray | LocalRecords, k: int) -> np.ndarray:
     """The first ``k`` records of the pooled data (parties in consortium order)."""
-    net.broadcast("kmeans/init/size", len(x))
-    counts = {net.me: len(x)}
+    n_local, d = x.shape
+    net.broadcast("kmeans/init/size", n_local)
+    counts = {net.me: n_local}
     for p, v in net.gather("kmeans/init/size").items():
         counts[p] = _check_int(v, p, "kmeans/init/size")
         if counts[p] < 0:
@@ -102,11 +156,11 @@ def _init_first_k(net: Network, x: np.ndarray, k: int) -> np.ndarray:
         take = min(need, counts[p])
         if take:
             if p == net.me:
-                part = x[:take].astype(np.float64)
+                part = (x[:take] if isinstance(x, np.ndarray) else x.head(take)).astype(np.float64)
                 net.broadcast("kmeans/init/rows", part)
             else:
                 part = net.receive(p, "kmeans/init/rows", expect=np.ndarray)
-                if part.dtype != np.float64 or part.shape != (take, x.shape[1]):
+                if part.dtype != np.float64 or part.shape != (take, d):
                     raise ProtocolError(p, "kmeans/init/rows", "wrong shape of initial rows")
             rows.append(part)
         need -= take
@@ -219,32 +273,40 @@ def horizontal_kmeans(
         computed -- if a non-empty cluster holds fewer records. Costs one more secure sum
         per iteration.
     """
-    x = np.asarray(x, dtype=np.float64)
-    if x.ndim != 2:
-        raise ValueError("x must be a 2-D array of records")
+    local: LocalRecords
+    if not isinstance(x, np.ndarray) and hasattr(x, "cluster_sums"):
+        local = x  # records behind the local seam (e.g. streamed from a data source)
+    else:
+        x = np.asarray(x, dtype=np.float64)
+        if x.ndim != 2:
+            raise ValueError("x must be a 2-D array of records")
+        local = _ArrayRecords(x)
     if k < 1:
         raise ValueError("k must be positive")
     n_parties = len(net.parties)
-    d = x.shape[1]
+    n_local, d = local.shape
     prog = progress_or_null(progress)
     # Agree on the dimension (a mismatch would silently corrupt the sums).
     dims = secure_sum(net.scoped("kmeans/dim"), np.array([d, 1], dtype=np.int64))
     if int(dims[0]) != d * int(dims[1]):
         raise ValueError("parties disagree on the number of attributes")
-    fbits = _agree_precision(net, x, fraction_bits, n_parties, column_names)
+    fbits = _agree_precision(net, local, fraction_bits, n_parties, column_names)
     if isinstance(init, np.ndarray):
         centers = np.array(init, dtype=np.float64)
         if centers.shape != (k, d):
             raise ValueError(f"initial centers must have shape ({k}, {d})")
     elif init == "first-k":
-        centers = _init_first_k(net, x, k)
+        centers = _init_first_k(net, local, k)
     elif init == "kmeans++":
-        centers = _init_kmeanspp(net, x, k, seed)
+        if not isinstance(local, _ArrayRecords):
+            raise ValueError("kmeans++ seeding needs the records in memory (engine = memory)")
+        centers = _init_kmeanspp(net, local.x, k, seed)
     else:
         raise ValueError(f"unknown init {init!r}")
     threshold = 0.0
     if tol > 0:
-        stats = np.concatenate([[len(x)], x.sum(axis=0), (x**2).sum(axis=0)])
+        _, col_sum, col_sq = local.column_sums()
+        stats = np.concatenate([[n_local], col_sum, col_sq])
         tot = fixed_point.secure_real_sum(net, stats, step="kmeans/variance")
         n_all = tot[0]
         mean = tot[1 : 1 + d] / n_all
@@ -256,12 +318,8 @@ def horizontal_kmeans(
     converged = False
     it = 0
     for it in range(1, max_iter + 1):
-        labels, _ = assign(x, centers) if len(x) else (np.zeros(0, np.int64), None)
-        sums = np.zeros((k, d))
-        if len(x):
-            np.add.at(sums, labels, x)
-        counts = np.bincount(labels, minlength=k).astype(np.int64)
-        changed = len(x) if labels_prev is None else int(np.count_nonzero(labels != labels_prev))
+        labels, sums, counts, _ = local.cluster_sums(centers)
+        changed = n_local if labels_prev is None else int(np.count_nonzero(labels != labels_prev))
         enc = np.rint(np.ldexp(sums, fbits[None, :])).astype(np.int64).ravel()
         if min_cluster_size > 0:
             sizes = secure_sum(
@@ -304,16 +362,14 @@ def horizontal_kmeans(
             converged = True
             break
     prog.finish()
-    labels, d2 = assign(x, centers) if len(x) else (np.zeros(0, np.int64), np.zeros(0))
-    inertia = float(
-        fixed_point.secure_real_sum(net, np.array([float(d2.sum())]), step="kmeans/inertia")[0]
-    )
+    labels, _, _, d2_sum = local.cluster_sums(centers)
+    inertia = float(fixed_point.secure_real_sum(net, np.array([d2_sum]), step="kmeans/inertia")[0])
     return KMeansResult(centers, labels, it, inertia, converged, history)
 
 
 def _agree_precision(
     net: Network,
-    x: np.ndarray,
+    x: LocalRecords,
     fraction_bits: int | None,
     n_parties: int,
     column_names: Sequence[str] | None,
@@ -325,7 +381,7 @@ def _agree_precision(
     each keep their precision. Refuses an explicit precision that would overflow,
     naming the column and the limit."""
     d = x.shape[1]
-    col_sums = np.abs(x).sum(axis=0) if len(x) else np.zeros(d)
+    col_sums = x.column_sums()[0]
     mine = [fixed_point.magnitude_exponent(np.array([v])) for v in col_sums]
     net.broadcast("kmeans/magnitude", np.array(mine, dtype=np.int64))
     exps = np.array(mine, dtype=np.int64)

@@ -30,7 +30,14 @@ import numpy as np
 from ppdm.errors import ConfigError
 from ppdm.mining.itemsets import TransactionDB
 
-__all__ = ["from_onehot", "from_transactions", "read_basket_csv", "read_fimi", "write_fimi"]
+__all__ = [
+    "from_onehot",
+    "from_row_labels",
+    "from_transactions",
+    "read_basket_csv",
+    "read_fimi",
+    "write_fimi",
+]
 
 PathLike = str | os.PathLike[str]
 
@@ -60,6 +67,13 @@ def _from_flat(n: int, row: np.ndarray, labels: np.ndarray) -> TransactionDB:
     except TypeError as exc:
         raise ConfigError(f"item labels must be mutually comparable: {exc}") from None
     return TransactionDB.from_pairs(n, items, row, cols.ravel())
+
+
+def from_row_labels(n: int, rows: np.ndarray, labels: np.ndarray) -> TransactionDB:
+    """A database of ``n`` transactions from the long layout: ``labels[j]`` is an item of
+    transaction ``rows[j]`` (any order, repeats count once). Used by the streamed sources
+    of :mod:`ppdm.sources`, which read tables of ``(transaction, item)`` rows."""
+    return _from_flat(int(n), np.asarray(rows, dtype=np.int64), np.asarray(labels))
 
 
 def from_transactions(transactions: Iterable[Iterable[Any]]) -> TransactionDB:

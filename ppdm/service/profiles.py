@@ -291,6 +291,43 @@ def _intersection(
     )
 
 
+_ALIGN_LEAKAGE = (
+    "; align=true: first private record alignment (as psi-align): every party learns the "
+    "common ids, the leader also the intersections with each prefix of the other parties"
+)
+
+
+def _psi_align(
+    params: Mapping[str, Any], parties: Sequence[str], me: str, ctx: PartyContext
+) -> Disclosure:
+    if _generated(params, "generate_n"):
+        return Disclosure(reads=(), participants=tuple(parties), leakage="generated ids only")
+    key = params.get("inputs")
+    return Disclosure(
+        reads=(f"inputs.{key}" if key else f"data.{params.get('data') or 'records'}",),
+        participants=tuple(parties),
+        leakage=(
+            "every party learns the intersection of all parties' ids (the ids and their "
+            "number) and the leader's set size; the leader (the job's first party) also "
+            "learns every party's set size and the intersection of its ids with each prefix "
+            "of the other parties (more than the final intersection with 3+ parties)"
+        ),
+    )
+
+
+def _check_psi_align(
+    params: Mapping[str, Any], parties: Sequence[str], me: str, ctx: PartyContext
+) -> None:
+    if _generated(params, "generate_n"):
+        return
+    key = params.get("inputs")
+    if key:
+        if not isinstance(ctx.private_input(str(key)), list):
+            raise ConfigError("the job's id list is not a list at this party")
+    elif not ctx.data_path(str(params.get("data") or "records")).is_file():
+        raise ConfigError("the job's data file is missing at this party")
+
+
 def _assoc(
     params: Mapping[str, Any], parties: Sequence[str], me: str, ctx: PartyContext
 ) -> Disclosure:
@@ -314,11 +351,30 @@ def _assoc(
                 if vertical
                 else "; the collector of each level's union learns set sizes with fakes"
             )
+            + (_ALIGN_LEAKAGE if params.get("align") else "")
         ),
     )
 
 
+def _source_entry(ctx: PartyContext, key: str) -> bool:
+    """Whether ``[data] key`` is a source table (``kind = "parquet"``/``"sql"``/...,
+    :mod:`ppdm.sources`) rather than a file path."""
+    data = ctx.settings.get("data", {})
+    return isinstance(data, Mapping) and isinstance(data.get(key), Mapping)
+
+
 def _read_header(ctx: PartyContext, key: str, sep: str) -> list[str]:
+    if _source_entry(ctx, key):
+        from ppdm.sources import source_columns
+
+        names = source_columns(
+            ctx.settings.get("data"),
+            key,
+            base_dir=ctx.base_dir,
+            party=ctx.name,
+            sep=sep if isinstance(sep, str) and len(sep) == 1 else ",",
+        )
+        return [c.strip() for c in names]
     path = ctx.data_path(key)
     if not path.is_file():
         raise ConfigError("the job's data file is missing at this party")
@@ -372,6 +428,7 @@ def _kmeans(
                 else "; horizontal: sums and counts by secure sum"
             )
             + ("; init=first-k reveals the first k pooled records" if init == "first-k" else "")
+            + (_ALIGN_LEAKAGE if params.get("align") else "")
         ),
     )
 
@@ -391,6 +448,11 @@ def _check_data_file(
     params: Mapping[str, Any], parties: Sequence[str], me: str, ctx: PartyContext
 ) -> None:
     key = params.get("data") or "transactions"
+    if _source_entry(ctx, key):
+        from ppdm.sources import check_source
+
+        check_source(ctx.settings.get("data"), key, base_dir=ctx.base_dir, party=ctx.name)
+        return
     if not ctx.data_path(key).is_file():
         raise ConfigError("the job's data file is missing at this party")
 
@@ -413,6 +475,7 @@ _PROFILES: dict[str, JobProfile] = {
         JobProfile("paillier-dot-product", _dot_product),
         JobProfile("set-union", _set_union, _check_set_union),
         JobProfile("intersection-cardinality", _intersection),
+        JobProfile("psi-align", _psi_align, _check_psi_align),
         JobProfile("assoc", _assoc, _check_data_file),
         JobProfile("kmeans", _kmeans, _check_kmeans),
         *(
@@ -461,6 +524,10 @@ def input_version(ctx: PartyContext, key: str) -> str:
         value = ctx.private_input(name)
         text = json.dumps(value, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
+    if _source_entry(ctx, name):
+        from ppdm.sources import source_version
+
+        return source_version(ctx.settings.get("data"), name, base_dir=ctx.base_dir, party=ctx.name)
     path = Path(ctx.data_path(name))
     st = path.stat()
     cache_key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
