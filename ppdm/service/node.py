@@ -468,6 +468,15 @@ class PartyNode:
 
     def start(self) -> int:
         """Bind the listen address and start serving; returns the bound port."""
+        from ppdm.sources.config import parse_data_table
+
+        # The [data] entries' form (kinds, paths, credentials' places) is checked now; the
+        # files and databases themselves are read afresh by each job.
+        parse_data_table(
+            self.settings.raw.get("data", {}),
+            base_dir=self.settings.base_dir,
+            where=f"{self.settings.path or 'settings'}: [data]",
+        )
         server = grpc.server(
             futures.ThreadPoolExecutor(
                 max_workers=self.settings.max_workers, thread_name_prefix=f"ppdm-{self.name}"
