@@ -47,6 +47,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     hl = sub.add_parser("health", help="ask every node of the consortium whether it is up")
     hl.add_argument("--settings", required=True, help="your party's settings file")
     hl.add_argument("--timeout", type=float, default=5.0, help="seconds per node")
+    hl.add_argument(
+        "--self",
+        dest="only_self",
+        action="store_true",
+        help="ask only your own node (a container's or service's health check)",
+    )
     hl.set_defaults(handler=_health)
 
 
@@ -68,7 +74,7 @@ def _health(args: argparse.Namespace) -> int:
     from ppdm.service.client import certificate_warnings, health
 
     settings = load_settings(args.settings)
-    report = health(settings, timeout=args.timeout)
+    report = health(settings, timeout=args.timeout, only_self=args.only_self)
     write_json(report, None)
     for line in certificate_warnings(settings):
         print(f"ppdm: warning: {line}", file=sys.stderr)

@@ -107,14 +107,17 @@ def certificate_warnings(settings: PartySettings, *, days: int = CERT_WARNING_DA
     return out
 
 
-def health(settings: PartySettings, *, timeout: float = 5.0) -> dict[str, dict[str, Any]]:
-    """Ask every node of the consortium for its health, as ``settings``' party; each
-    record also holds the party's certificate expiry (``certificate_expires``,
-    ``certificate_days_left``)."""
+def health(
+    settings: PartySettings, *, timeout: float = 5.0, only_self: bool = False
+) -> dict[str, dict[str, Any]]:
+    """Ask every node of the consortium (``only_self``: this party's own node) for its
+    health, as ``settings``' party; each record also holds the party's certificate
+    expiry (``certificate_expires``, ``certificate_days_left``)."""
     out: dict[str, dict[str, Any]] = {}
     now = _dt.datetime.now(_dt.UTC)
+    names = (settings.name,) if only_self else settings.consortium.names
     with NodeClient(settings) as client:
-        for party in settings.consortium.names:
+        for party in names:
             entry = settings.consortium.party(party)
             problem = entry.validity_problem()
             if problem is not None:

@@ -69,6 +69,7 @@ from ppdm.parties.consortium import (
     certificate_fingerprint,
     load_settings,
     loads_consortium,
+    reload_party_tables,
 )
 from ppdm.parties.grpc_net import (
     JobLinks,
@@ -806,9 +807,16 @@ class PartyNode:
     # Phase 1: proposal ---------------------------------------------------------------------
 
     def _context(self) -> PartyContext:
-        return PartyContext(
-            name=self.name, settings=self.settings.raw, base_dir=self.settings.base_dir
-        )
+        """The job's view of this party: ``[inputs]`` and ``[data]`` re-read from the
+        settings file for every job (a new data file needs no restart)."""
+        try:
+            raw = reload_party_tables(self.settings)
+        except ConfigError as exc:
+            log.error("cannot re-read this party's inputs and data: %s", exc)
+            raise ConfigError(
+                "this party's settings cannot be read now; its owner must fix them"
+            ) from None
+        return PartyContext(name=self.name, settings=raw, base_dir=self.settings.base_dir)
 
     def _check_request(
         self, request: pb.JobRequest, caller: str
