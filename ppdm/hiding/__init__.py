@@ -8,15 +8,41 @@ Modules, bottom-up: :mod:`~ppdm.hiding.problem` (sensitive rules, the working co
 auditing). See ``docs/hiding.md``.
 """
 
-from ppdm.hiding.api import METHODS, HidingResult, hide_rules
-from ppdm.hiding.audit import MaxAuditor, SumAuditor, audit_log
-from ppdm.hiding.metrics import SideEffects, side_effects
-from ppdm.hiding.problem import (
-    HidingError,
-    SensitiveRule,
-    load_sensitive_rules,
-    parse_sensitive_rules,
-)
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Names are imported on first use (PEP 562), so that ``ppdm.hiding.audit`` -- which every
+# node's disclosure audit uses -- does not pull in the MILP solver and scipy.
+_WHERE = {
+    "METHODS": "api",
+    "HidingResult": "api",
+    "hide_rules": "api",
+    "MaxAuditor": "audit",
+    "SumAuditor": "audit",
+    "audit_log": "audit",
+    "SideEffects": "metrics",
+    "side_effects": "metrics",
+    "HidingError": "problem",
+    "SensitiveRule": "problem",
+    "load_sensitive_rules": "problem",
+    "parse_sensitive_rules": "problem",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ppdm.hiding' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"ppdm.hiding.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])
+
 
 __all__ = [
     "METHODS",
