@@ -324,8 +324,8 @@ def _check_psi_align(
     if key:
         if not isinstance(ctx.private_input(str(key)), list):
             raise ConfigError("the job's id list is not a list at this party")
-    elif not ctx.data_path(str(params.get("data") or "records")).is_file():
-        raise ConfigError("the job's data file is missing at this party")
+    else:
+        _check_data_file({**params, "data": params.get("data") or "records"}, parties, me, ctx)
 
 
 def _assoc(
