@@ -137,8 +137,11 @@ def anonymize(
         Explicit identifiers, dropped from the release.
     hierarchies : mapping or directory, optional
         Hierarchy per attribute, or a directory with ``*_hierarchy_<attribute>.csv``
-        files (``;``-separated). Required for every QI by the full-domain algorithms; a
-        hierarchy of the sensitive attribute enables the hierarchical EMD.
+        files (``;``-separated). The full-domain algorithms need one for every QI: a
+        numeric QI without one gets an interval hierarchy built from its range
+        (:func:`~ppdm.anonymize.hierarchy_builders.default_interval_hierarchy`, listed in
+        ``release.info["built_hierarchies"]``); a hierarchy of the sensitive attribute
+        enables the hierarchical EMD.
     model, k, l, l_variant, c, t, t_distance, t_ground
         Privacy model(s), see :func:`build_model` and :mod:`ppdm.anonymize.models`.
     algorithm : str
@@ -157,6 +160,11 @@ def anonymize(
         Progress display for long searches.
     """
     start = time.perf_counter()
+    if not isinstance(table, pd.DataFrame | str | Path):
+        raise TypeError(
+            "table must be a pandas DataFrame, a CSV or Parquet path (str or Path); got "
+            f"{type(table).__name__}"
+        )
     if not isinstance(table, pd.DataFrame):
         table = load_table(table, sep=sep)
     if algorithm not in ALGORITHMS:
@@ -182,7 +190,9 @@ def anonymize(
     target = cm_target if cm_target is not None else sensitive
     if target is not None and target not in table.columns:
         raise ConfigError(f"classification target {target!r} is not a column")
+    built: dict[str, str] = {}
     if algorithm in LATTICE_ALGORITHMS:
+        built = _default_hierarchies(table, qi_list, hier)
         release = _full_domain(
             table,
             roles=roles,
@@ -212,9 +222,44 @@ def anonymize(
             release, k=privacy.min_class_size, target=target
         ).items():
             release.metrics.setdefault(key, value)
+    if built:
+        release.info["built_hierarchies"] = built
     release.info.setdefault("model", privacy.describe())
     release.info["total_runtime_s"] = time.perf_counter() - start
     return release
+
+
+def _default_hierarchies(
+    table: pd.DataFrame, qi: list[str], hierarchies: dict[str, Hierarchy]
+) -> dict[str, str]:
+    """Add an interval hierarchy (:func:`~ppdm.anonymize.hierarchy_builders.
+    interval_hierarchy` with :func:`~ppdm.anonymize.hierarchy_builders.auto_widths`, what
+    ``default_interval_hierarchy`` builds) for every numeric quasi-identifier without one; return
+    ``{column: description}`` of what was built (for the report). A text quasi-identifier
+    without a hierarchy is an error naming the builders."""
+    built: dict[str, str] = {}
+    text: list[str] = []
+    for col in qi:
+        if col in hierarchies:
+            continue
+        s = table[col]
+        if pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype):
+            from ppdm.anonymize.hierarchy_builders import auto_widths, interval_hierarchy
+
+            widths = auto_widths(s, attribute=col)
+            hierarchies[col] = interval_hierarchy(s, attribute=col, widths=widths)
+            built[col] = "intervals of width " + ", ".join(f"{w:g}" for w in widths) + ", then *"
+            log.info("built an interval hierarchy for %r: %s", col, built[col])
+        else:
+            text.append(col)
+    if text:
+        raise ConfigError(
+            "full-domain generalization needs a hierarchy for every quasi-identifier; "
+            f"missing: {', '.join(text)} (text: build one with "
+            "ppdm.anonymize.hierarchy_builders or 'ppdm hierarchy mask|dates|intervals', "
+            "or use the mondrian algorithm)"
+        )
+    return built
 
 
 def _full_domain(

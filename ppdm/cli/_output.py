@@ -4,14 +4,32 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from ppdm.errors import ConfigError
 
+_captured: list[list[Any]] = []
+
+
+@contextmanager
+def capture_documents() -> Iterator[list[Any]]:
+    """Collect every document :func:`write_json` writes inside the block (what
+    ``--plot`` draws from)."""
+    docs: list[Any] = []
+    _captured.append(docs)
+    try:
+        yield docs
+    finally:
+        _captured.remove(docs)
+
 
 def write_json(doc: Any, output: str | None, *, echo: bool = True) -> None:
     """Write ``doc`` as JSON to ``output`` (if given) and to stdout (if ``echo``)."""
+    for docs in _captured:
+        docs.append(doc)
     text = json.dumps(doc, indent=2, sort_keys=False, default=_default) + "\n"
     if output:
         Path(output).write_text(text)

@@ -49,6 +49,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="directory with ';'-separated hierarchy files *_hierarchy_<attribute>.csv",
     )
     parser.add_argument(
+        "--dtype",
+        action="append",
+        default=[],
+        metavar="COLUMN=text|number",
+        help="read COLUMN as text (codes such as ZIP codes with leading zeros) or as "
+        "numbers; repeatable. Default: a column with a hierarchy file is text, any other "
+        "is a number when every value is one (and none has a leading zero)",
+    )
+    parser.add_argument(
         "--model",
         default="k-anonymity",
         help="k-anonymity, l-diversity or t-closeness; combine with '+' "
@@ -93,7 +102,8 @@ def _run(args: argparse.Namespace) -> int:
 
     if not 0.0 <= args.suppression < 1.0:
         raise ConfigError(f"--suppression must be in [0, 1), got {args.suppression}")
-    table = load_table(args.input, sep=args.sep)
+    dtypes = _dtypes(args)
+    table = load_table(args.input, sep=args.sep, dtypes=dtypes)
     progress = None if args.no_progress else RichProgress()
     try:
         release = anonymize(
@@ -136,4 +146,35 @@ def _run(args: argparse.Namespace) -> int:
         f"{report['suppressed']} suppressed; node {report['info'].get('node')}"
     )
     print(summary)
+    for col, what in report["info"].get("built_hierarchies", {}).items():
+        print(f"{col}: no hierarchy given; built {what}")
     return 0
+
+
+def _dtypes(args: argparse.Namespace) -> dict[str, str]:
+    """Column types: ``--dtype`` first, then text for every column with a hierarchy file."""
+    out: dict[str, str] = {}
+    for spec in args.dtype:
+        col, eq, kind = spec.partition("=")
+        if not eq or not col.strip() or kind.strip() not in ("text", "number"):
+            raise ConfigError(f"--dtype must be COLUMN=text or COLUMN=number, not {spec!r}")
+        out[col.strip()] = kind.strip()
+    src = Path(args.input)
+    if args.hierarchies and src.suffix.lower() not in (".parquet", ".pq") and src.is_file():
+        import glob
+
+        import pandas as pd
+
+        try:
+            header = pd.read_csv(src, sep=args.sep, nrows=0).columns
+        except Exception:  # the full read below reports unreadable files
+            return out
+        folder = Path(args.hierarchies)
+        for col in (str(c).strip() for c in header):
+            has_file = (
+                any(folder.glob(f"*_hierarchy_{glob.escape(col)}.csv"))
+                or (folder / f"hierarchy_{col}.csv").is_file()
+            )
+            if has_file:
+                out.setdefault(col, "text")
+    return out

@@ -145,7 +145,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "dp",
         help="one differentially private query (count, histogram, sum, mean, median)",
-        description="Differentially private queries with exact discrete noise (seed 003).",
+        description="Differentially private queries with exact discrete noise (discrete Laplace or "
+        "Gaussian, no floating-point leaks).",
     )
     p.add_argument("query", choices=["count", "histogram", "sum", "mean", "median"])
     p.add_argument("--input", required=True, help="CSV file")

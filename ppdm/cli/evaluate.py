@@ -1,9 +1,10 @@
 """``ppdm evaluate``: privacy-utility trade-off of one method over a parameter range.
 
-Example (seed 004's ESGRO setting on Adult)::
+Example (the ESGRO setting of Adult: education, salary class, sex, race)::
 
-    ppdm evaluate --input adult.csv --sep ';' --qi education,salary-class,sex,race \\
-        --sensitive occupation --method rr-both --param l --values 2,3,4,5 --out DIR
+    ppdm evaluate --input ../shared/data/adult/adult.csv --sep ';' \\
+        --qi education,salary-class,sex,race --sensitive occupation \\
+        --method rr-both --param l --values 2,3,4,5 --out DIR
 
 writes ``DIR/results.csv``, ``DIR/results.json`` and ``DIR/plot.png``
 (:mod:`ppdm.anonymize.perturbation.evaluate`).
@@ -84,7 +85,15 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``ppdm evaluate``."""
-    p = subparsers.add_parser("evaluate", help="privacy-utility evaluation (CSV, JSON, PNG)")
+    p = subparsers.add_parser(
+        "evaluate",
+        help="privacy-utility evaluation (CSV, JSON, PNG)",
+        description="Run one or more release methods (randomized response, anatomy, "
+        "l-diversity, RA) over a range of one parameter on a table and measure privacy "
+        "(risk) and utility of every release; writes DIR/results.csv, DIR/results.json "
+        "and the figure DIR/plot.png (one panel per measure against the parameter, and "
+        "risk against utility).",
+    )
     p.add_argument("--input", required=True, help="CSV file of the original records")
     p.add_argument("--sep", default=",")
     p.add_argument("--qi", required=True, help="comma-separated quasi-identifiers")

@@ -2,7 +2,7 @@
 
 Example::
 
-    ppdm hide --input mushroom.dat --sensitive rules.json --min-support 0.3 \\
+    ppdm hide --input ../shared/data/fimi/mushroom.dat --sensitive rules.json --min-support 0.3 \\
         --min-confidence 0.8 --method 2.b --output sanitized.dat --report report.json
 
 ``rules.json`` is a JSON array of ``{"antecedent": [...], "consequent": [...]}`` objects
@@ -13,8 +13,10 @@ the side effects recounted by mining both files (``--no-evaluate`` skips that).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 from pathlib import Path
+from typing import Any
 
 from ppdm.cli._output import write_json
 from ppdm.errors import ConfigError
@@ -38,7 +40,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "hide",
         help="hide sensitive association rules in a FIMI transaction file",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        description=(
+            "Sanitize a FIMI transaction file so that the sensitive rules of RULES.json "
+            '(a JSON array of {"antecedent": [...], "consequent": [...]} objects; '
+            'items as numbers or as digit strings such as "34") cannot be mined at the '
+            "given minimum support and confidence. The report holds the method, the "
+            "operations, the time and the side effects recounted by mining both files."
+        ),
     )
     p.add_argument("--input", required=True, help="FIMI .dat file (one transaction per line)")
     p.add_argument("--sensitive", required=True, help="sensitive rules, JSON")
@@ -67,6 +75,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run)
 
 
+def _fimi_item(x: object) -> object:
+    """A FIMI item of a rules file: an int, or a digit string such as ``"34"``."""
+    if isinstance(x, str):
+        text = x.strip()
+        if text.isascii() and text.isdigit():
+            return int(text)
+        raise ConfigError(
+            f"sensitive rule item {x[:40]!r} is not a FIMI item (a non-negative integer)"
+        )
+    return x
+
+
+def _fimi_rule(rule: Any) -> Any:
+    return dataclasses.replace(
+        rule,
+        antecedent=frozenset(_fimi_item(x) for x in rule.antecedent),
+        consequent=frozenset(_fimi_item(x) for x in rule.consequent),
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from ppdm.hiding.api import hide_rules
     from ppdm.hiding.problem import load_sensitive_rules
@@ -82,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.time_limit > 0:
         raise ConfigError("--time-limit must be a positive number of seconds")
     db = read_fimi(args.input)
-    rules = load_sensitive_rules(args.sensitive)
+    rules = [_fimi_rule(r) for r in load_sensitive_rules(args.sensitive)]
     fallback = None if str(args.fallback).lower() == "none" else args.fallback
     result = hide_rules(
         db,

@@ -15,7 +15,12 @@ from ppdm.parties.consortium import load_settings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("job", help="run jobs on the party network")
+    parser = subparsers.add_parser(
+        "job",
+        help="run jobs on the party network",
+        description="Run jobs on the party network, follow them, and give or refuse your "
+        "consent to jobs your policy holds (docs/jobs.md, docs/governance.md).",
+    )
     sub = parser.add_subparsers(dest="job_command", metavar="ACTION")
     sub.required = True
 
@@ -24,8 +29,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="start a job at every node and wait for the results",
         description=(
             "Start job NAME at every party's node as the party of --settings. Every node "
-            "runs its side on its own private inputs. Prints the job document (JSON, see "
-            "docs/jobs.md) on stdout; exit code 0 if every party succeeded, 1 if not."
+            "runs its side on its own private inputs. Without --output, prints the job "
+            "document (JSON, see docs/jobs.md) on stdout and a short summary on stderr; "
+            "with --output, writes the document there and prints only the summary (state, "
+            "cost per party, the result: for assoc the top rules with support, confidence "
+            "and lift when the parties reveal counts). Exit code 0 if every party "
+            "succeeded, 1 if not."
         ),
     )
     add_job_arguments(run)
@@ -36,14 +45,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--deadline", type=float, default=None, help="give up waiting after this many seconds"
     )
     run.add_argument(
-        "--output", default=None, help="also write the document here (only if it succeeded)"
+        "--output",
+        default=None,
+        help="write the document here (only if it succeeded) instead of the terminal",
+    )
+    run.add_argument(
+        "--plot",
+        metavar="FILE",
+        default=None,
+        help="draw the bytes, messages and time of every protocol step (PNG)",
     )
     run.set_defaults(handler=_run)
 
-    ls = sub.add_parser("list", help="list the jobs this installation knows")
+    ls = sub.add_parser(
+        "list",
+        help="list the jobs this installation knows",
+        description="List the jobs this installation knows, with a one-line summary each.",
+    )
     ls.set_defaults(handler=_list)
 
-    st = sub.add_parser("status", help="ask every node how a job stands")
+    st = sub.add_parser(
+        "status",
+        help="ask every node how a job stands",
+        description="Ask every node how job JOB_ID stands (JSON on stdout); exit code 2 "
+        "when no node knows the job.",
+    )
     st.add_argument("job_id")
     st.add_argument("--settings", required=True, help="your party's settings file")
     st.set_defaults(handler=_status)
@@ -139,8 +165,22 @@ def _run(args: argparse.Namespace) -> int:
         deadline=args.deadline,
         on_wait=_Waiting(),
     )
+    from ppdm.cli._summary import job_summary
+
     text = json.dumps(doc, indent=2)
-    print(text)
+    summary = job_summary(doc)
+    if args.output is None:
+        print(text)
+        print(summary, file=sys.stderr)
+    else:
+        print(summary)
+    if args.plot is not None and any(
+        (rec or {}).get("metrics") for rec in (doc.get("parties") or {}).values()
+    ):
+        from ppdm.cli._plots import plot_job_costs
+
+        plot_job_costs(doc, args.plot)
+        print(f"wrote {args.plot}", file=sys.stderr)
     if doc["state"] == "refused":
         print(f"ppdm: job {doc['job_id']} refused: {doc['error']}", file=sys.stderr)
         return 1
@@ -149,6 +189,7 @@ def _run(args: argparse.Namespace) -> int:
         return 1
     if args.output is not None:
         Path(args.output).write_text(text + "\n")
+        print(f"wrote {args.output}", file=sys.stderr)
     return 0
 
 
@@ -182,8 +223,8 @@ def _status(args: argparse.Namespace) -> int:
     report = job_status(settings, args.job_id)
     write_json(report, None)
     if all(r["state"] == "unknown" for r in report.values()):
-        print(f"ppdm: no node knows job {args.job_id!r}", file=sys.stderr)
-        return 1
+        print(f"ppdm: error: no node knows job {args.job_id!r}", file=sys.stderr)
+        return 2
     return 0
 
 

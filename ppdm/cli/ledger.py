@@ -11,7 +11,10 @@ from ppdm.errors import ConfigError
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "ledger", help="show or verify your node's hash-chained ledger of job decisions"
+        "ledger",
+        help="show or verify your node's hash-chained ledger of job decisions",
+        description="Show or verify the hash-chained ledger in which your node records "
+        "every job request, decision, approval, start and end (docs/ledger.md).",
     )
     sub = parser.add_subparsers(dest="ledger_command", metavar="ACTION")
     sub.required = True

@@ -76,7 +76,7 @@ def _check_common(args: argparse.Namespace) -> None:
         v = values.get(name)
         if isinstance(v, str) and len(v) != 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be exactly one character")
-    for name in ("output", "report", "out"):
+    for name in ("output", "report", "out", "plot"):
         v = values.get(name)
         if not isinstance(v, str) or not v:
             continue

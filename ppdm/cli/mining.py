@@ -208,7 +208,7 @@ def _run(
 ) -> dict[str, Any]:
     """Partition ``args.input`` into a temporary folder and run ``job`` for every party
     (the first party's context draws the progress bar on stderr)."""
-    from ppdm.cli.simulate import simulate_files
+    from ppdm.cli.simulate import link_from_args, simulate_files
     from ppdm.jobs.mining import partition_file
 
     _check_input(args.input)
@@ -231,7 +231,9 @@ def _run(
             ),
         )
         files = {name: manifest["parties"][name]["file"] for name in names}
-        return simulate_files(job, Path(tmp), key, files, params, timeout=args.timeout)
+        return simulate_files(
+            job, Path(tmp), key, files, params, timeout=args.timeout, link=link_from_args(args)
+        )
 
 
 def _emit(doc: dict[str, Any], output: str | None, summary: str) -> None:

@@ -164,7 +164,13 @@ def _reconstruct(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``ppdm perturb ...``."""
-    top = subparsers.add_parser("perturb", help="randomized response, RA, anatomy, additive noise")
+    top = subparsers.add_parser(
+        "perturb",
+        help="randomized response, RA, anatomy, additive noise",
+        description="Randomization-based releases: randomized response (PRAM), random "
+        "anonymization, anatomy, additive noise and the reconstruction of a perturbed "
+        "column's distribution (docs/perturbation.md).",
+    )
     sub = top.add_subparsers(dest="perturb_command", metavar="METHOD")
 
     def common(p: argparse.ArgumentParser) -> None:
@@ -172,7 +178,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         p.add_argument("--sep", default=",", help="field separator (default ',')")
         p.add_argument("--seed", type=int, help="reproducible randomness (experiments only)")
 
-    p = sub.add_parser("rr", help="randomized response / PRAM on QI, S or both (seed 004)")
+    p = sub.add_parser(
+        "rr",
+        help="randomized response / PRAM on QI, S or both",
+        description="Randomized response (PRAM) on the quasi-identifiers, the sensitive "
+        "attribute or both, with retention probabilities chosen for a risk bound 1/l or "
+        "given explicitly.",
+    )
     common(p)
     p.add_argument("--qi", required=True, help="comma-separated quasi-identifiers")
     p.add_argument("--sensitive", required=True)
@@ -183,7 +195,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--params", help="write the published parameters as JSON")
     p.set_defaults(handler=_rr)
 
-    p = sub.add_parser("ra", help="random anonymization (seed 002 algorithms 1 and 2)")
+    p = sub.add_parser(
+        "ra",
+        help="random anonymization (replace attributes by random values)",
+        description="Random anonymization: in every record, lambda quasi-identifier "
+        "values are replaced by values drawn from their column.",
+    )
     common(p)
     p.add_argument("--qi", required=True)
     p.add_argument(
@@ -192,7 +209,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--output")
     p.set_defaults(handler=_ra)
 
-    p = sub.add_parser("anatomy", help="anatomy with l-diverse groups (Xiao & Tao 2006)")
+    p = sub.add_parser(
+        "anatomy",
+        help="anatomy with l-diverse groups (Xiao & Tao 2006)",
+        description="Anatomy (Xiao & Tao 2006): publish the quasi-identifiers and the "
+        "sensitive values in two tables linked only by l-diverse group ids.",
+    )
     common(p)
     p.add_argument("--qi", required=True)
     p.add_argument("--sensitive", required=True)
@@ -200,7 +222,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--out", required=True, help="folder for qit.csv, st.csv, permuted.csv")
     p.set_defaults(handler=_anatomy)
 
-    p = sub.add_parser("noise", help="additive uniform/Gaussian noise (seed 000 20.2)")
+    p = sub.add_parser(
+        "noise",
+        help="additive uniform/Gaussian noise",
+        description="Add uniform or Gaussian noise of a public scale to numeric columns "
+        "(randomization at collection time, Agrawal & Srikant 2000).",
+    )
     common(p)
     p.add_argument("--columns", required=True, help="numeric columns to perturb")
     p.add_argument("--noise", choices=["uniform", "gaussian"], default="gaussian")
@@ -208,7 +235,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--output")
     p.set_defaults(handler=_noise)
 
-    p = sub.add_parser("reconstruct", help="reconstruct a perturbed column's distribution")
+    p = sub.add_parser(
+        "reconstruct",
+        help="reconstruct a perturbed column's distribution",
+        description="Reconstruct the histogram of the original values of a perturbed "
+        "column from the public noise distribution (EM or iterative Bayes), stopping by "
+        "default with Agrawal & Srikant's chi-square rule.",
+    )
     common(p)
     p.add_argument("--column", required=True)
     p.add_argument("--noise", choices=["uniform", "gaussian"], default="gaussian")
@@ -216,7 +249,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--bins", type=int, default=20)
     p.add_argument("--bounds", help="lo,hi range of the original values")
     p.add_argument("--method", choices=["em", "bayes"], default="em")
-    p.add_argument("--stopping", choices=["mean-change", "chi2"], default="mean-change")
+    p.add_argument(
+        "--stopping",
+        choices=["chi2", "mean-change"],
+        default="chi2",
+        help="convergence test: chi2 (default, Agrawal & Srikant's early stop) or "
+        "mean-change (iterate until the density stops changing; overfits the noise)",
+    )
     p.add_argument("--output")
     p.set_defaults(handler=_reconstruct)
 

@@ -14,7 +14,11 @@ from ppdm.parties.consortium import load_settings
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "policy", help="check your node's data-owner policy, or whether it would run a job"
+        "policy",
+        help="check your node's data-owner policy, or whether it would run a job",
+        description="Validate a data-owner policy file, or dry-run a job request against "
+        "your node's policy to see whether it would be accepted and by which rule "
+        "(docs/governance.md).",
     )
     sub = parser.add_subparsers(dest="policy_command", metavar="ACTION")
     sub.required = True

@@ -137,7 +137,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "risk",
         help="re-identification and attribute-disclosure risk report for a release",
         description="Prosecutor/journalist/marketer risk, homogeneity and background-"
-        "knowledge checks, and a linkage attack (seed 000 20.3, seed 003).",
+        "knowledge checks, and a linkage attack against an identified public table.",
     )
     p.add_argument("--input", required=True, help="the released table (CSV)")
     p.add_argument("--qi", required=True, help="quasi-identifier columns, comma-separated")
@@ -162,7 +162,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     q = subparsers.add_parser(
         "reidentify",
-        help="re-identification with B known attributes (seed 000 exercises 14-16)",
+        help="re-identification chance when B attributes of a person are known",
         description="Closed form 1-(1-R^-B)^n and bound n/R^B beside a simulation.",
     )
     q.add_argument("--n", type=int, help="number of other individuals")

@@ -34,7 +34,7 @@ from ppdm.hiding import heuristics as _h
 from ppdm.hiding.metrics import Mined, SideEffects, bounded_frequent_itemsets, side_effects
 from ppdm.hiding.problem import HidingError, SensitiveRule, Workspace, rule_is_hidden
 from ppdm.hiding.solvers import MilpSolver
-from ppdm.mining.itemsets import TransactionDB, min_count, support_counts
+from ppdm.mining.itemsets import TransactionDB, as_transaction_db, min_count, support_counts
 from ppdm.mining.rules import Rule
 from ppdm.progress import Progress, progress_task
 
@@ -103,7 +103,7 @@ class HidingResult:
 
 
 def hide_rules(
-    db: TransactionDB,
+    db: TransactionDB | Any,
     sensitive: Iterable[SensitiveRule | Rule | Mapping[str, Any]],
     *,
     min_support: float,
@@ -125,8 +125,12 @@ def hide_rules(
 
     Parameters
     ----------
-    db : TransactionDB
-        The original data (not modified).
+    db : TransactionDB or DataFrame or list
+        The original data (not modified), in any layout
+        :func:`ppdm.mining.itemsets.as_transaction_db` accepts: a one-hot DataFrame (as
+        mlxtend's ``TransactionEncoder`` writes), a column of item lists, a list of
+        transactions. The release is :attr:`HidingResult.sanitized`, a
+        :class:`TransactionDB` (``.to_frame()`` gives it back as a one-hot DataFrame).
     sensitive : iterable
         Sensitive rules (:class:`SensitiveRule`, mined :class:`~ppdm.mining.rules.Rule`, or
         ``{"antecedent": [...], "consequent": [...]}``).
@@ -162,6 +166,7 @@ def hide_rules(
     (0, 1)
     """
     m = _canonical(method)
+    db = as_transaction_db(db, argument="db")
     rules = [SensitiveRule.of(s) for s in sensitive]
     if not rules:
         raise ConfigError("no sensitive rules given")

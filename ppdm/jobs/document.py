@@ -6,6 +6,8 @@ Schema (see docs/jobs.md)::
       "job_id": str, "protocol": str, "params": {...}, "network": "in-process" | "grpc",
       "ok": bool, "failed_party": str | null, "error": str | null,
       "wall_time_s": float,
+      "link": {"one_way_delay_s", "rtt_s", "bandwidth_bps", "sequential_hops", "rounds"}
+              (only on an emulated link),
       "parties": {
         "<party>": {"state": "succeeded" | "failed", "result": {...} | null,
                     "error": str | null, "wall_time_s": float,
@@ -24,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ppdm.jobs.registry import PartyContext, get_job
-from ppdm.parties.local import LocalNetwork, simulate
+from ppdm.parties.local import LinkModel, LocalNetwork, simulate
 
 __all__ = ["simulate_job"]
 
@@ -35,21 +37,29 @@ def simulate_job(
     params: Mapping[str, Any] | None = None,
     *,
     timeout: float = 120.0,
+    link: LinkModel | None = None,
 ) -> dict[str, Any]:
     """Run job ``name`` for every party of ``contexts`` on the in-process network and
-    return the job document (module docstring). Raises the failing party's error."""
+    return the job document (module docstring). Raises the failing party's error.
+
+    With ``link`` the network emulates that WAN link (:mod:`ppdm.parties.local`) and the
+    document gets a ``"link"`` entry: the link, the job's sequential hops and round trips.
+    """
     spec = get_job(name)
     merged = spec.params(params)
     parties = list(contexts)
     job_id = uuid.uuid4().hex
-    net = LocalNetwork(parties, job_id=job_id, timeout=timeout)
+    net = LocalNetwork(parties, job_id=job_id, timeout=timeout, link=link)
     t0 = time.perf_counter()
-    sim = simulate(
-        lambda ep, ctx: spec.run(ep, merged, ctx),
-        {p: contexts[p] for p in parties},
-        timeout=timeout,
-        network=net,
-    )
+    try:
+        sim = simulate(
+            lambda ep, ctx: spec.run(ep, merged, ctx),
+            {p: contexts[p] for p in parties},
+            timeout=timeout,
+            network=net,
+        )
+    finally:
+        net.close()
     wall = time.perf_counter() - t0
     doc: dict[str, Any] = {
         "job_id": job_id,
@@ -62,6 +72,8 @@ def simulate_job(
         "wall_time_s": round(wall, 6),
         "parties": {},
     }
+    if link is not None:
+        doc["link"] = {**link.describe(), "sequential_hops": sim.hops, "rounds": sim.rounds}
     for p in parties:
         doc["parties"][p] = {
             "state": "succeeded",

@@ -43,9 +43,11 @@ __all__ = [
     "TransactionDB",
     "apriori",
     "apriori_gen",
+    "as_transaction_db",
     "eclat",
     "fpgrowth",
     "frequent_itemsets",
+    "frequent_itemsets_df",
     "join_step",
     "min_count",
     "prune_step",
@@ -283,6 +285,21 @@ class TransactionDB:
         keep = c >= 0
         out[self.row_ids()[keep], c[keep]] = True
         return out
+
+    def to_frame(self) -> Any:
+        """The transactions as a one-hot pandas DataFrame: one boolean column per item
+        (the column label is the item), one row per transaction -- the layout of
+        mlxtend's ``TransactionEncoder`` output, which :func:`as_transaction_db` reads back.
+
+        >>> from ppdm.mining.readers import from_transactions
+        >>> from_transactions([["milk", "bread"], ["bread"]]).to_frame()
+           bread   milk
+        0   True   True
+        1   True  False
+        """
+        import pandas as pd
+
+        return pd.DataFrame(self.to_dense(), columns=self.items.tolist())
 
     # -- vertical layout ----------------------------------------------------------------
 
@@ -766,8 +783,105 @@ def _fp_rec(
 _MINERS = {"apriori": apriori, "eclat": eclat, "fpgrowth": fpgrowth}
 
 
+#: What :func:`as_transaction_db` accepts, for error messages.
+TRANSACTIONS_TYPES = (
+    "a TransactionDB, a one-hot pandas DataFrame (one bool or 0/1 column per item, as "
+    "mlxtend's TransactionEncoder writes), a DataFrame with one column of item lists, a "
+    "pandas Series of item lists, or a list of transactions (each a list of items)"
+)
+
+
+def as_transaction_db(data: Any, *, argument: str = "transactions") -> TransactionDB:
+    """``data`` as a :class:`TransactionDB`; accepts every layout notebooks use.
+
+    Parameters
+    ----------
+    data
+        A :class:`TransactionDB` (returned as it is); a one-hot pandas DataFrame (columns
+        are items, values bool or 0/1, rows are transactions); a DataFrame with a single
+        column whose cells are lists (tuples, sets) of items; a pandas Series of such
+        lists; or a list/tuple of transactions.
+    argument : str
+        The parameter name used in the error message.
+
+    Raises
+    ------
+    TypeError
+        For any other type, naming the accepted ones.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> as_transaction_db(pd.DataFrame({"a": [True, False], "b": [True, True]})).n_transactions
+    2
+    >>> list(as_transaction_db(pd.DataFrame({"basket": [["x", "y"], ["y"]]})).transactions())
+    [('x', 'y'), ('y',)]
+    >>> as_transaction_db("milk")
+    Traceback (most recent call last):
+    ...
+    TypeError: transactions must be a TransactionDB, a one-hot pandas DataFrame ...
+    """
+    from ppdm.mining import readers
+
+    # (readers.TransactionDB is this module's class; both are named so that a second copy
+    # of this module -- pytest's importlib doctest collection -- still recognizes it.)
+    if isinstance(data, TransactionDB | readers.TransactionDB):
+        return data
+
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover - pandas is a dependency
+        pd = None  # type: ignore[assignment]
+    if pd is not None and isinstance(data, pd.DataFrame):
+        dt0 = data.dtypes.iloc[0] if data.shape[1] == 1 else None
+        if dt0 is not None and not (
+            pd.api.types.is_bool_dtype(dt0)
+            or pd.api.types.is_integer_dtype(dt0)
+            or isinstance(dt0, pd.SparseDtype)
+        ):
+            return _from_list_cells(data.iloc[:, 0], argument, readers)
+        bad = [
+            c
+            for c, dt in zip(data.columns, data.dtypes, strict=True)
+            if not (
+                pd.api.types.is_bool_dtype(dt)
+                or pd.api.types.is_integer_dtype(dt)
+                or isinstance(dt, pd.SparseDtype)
+            )
+        ]
+        if bad:
+            raise TypeError(
+                f"{argument}: a DataFrame of transactions must be one-hot (bool or 0/1 "
+                f"columns, one per item) or have a single column of item lists; column "
+                f"{bad[0]!r} has dtype {data[bad[0]].dtype}"
+            )
+        return readers.from_onehot(data)
+    if pd is not None and isinstance(data, pd.Series):
+        return _from_list_cells(data, argument, readers)
+    if isinstance(data, list | tuple):
+        for t in data:
+            if isinstance(t, str | bytes) or not isinstance(t, Iterable):
+                raise TypeError(
+                    f"{argument}: each transaction must be a list of items, got {type(t).__name__}"
+                )
+        return readers.from_transactions(data)
+    raise TypeError(f"{argument} must be {TRANSACTIONS_TYPES}; got {type(data).__name__}")
+
+
+def _from_list_cells(column: Any, argument: str, readers: Any) -> TransactionDB:
+    cells = column.tolist()
+    for c in cells:
+        if isinstance(c, str | bytes) or not isinstance(c, list | tuple | set | frozenset):
+            raise TypeError(
+                f"{argument}: a DataFrame of transactions must be one-hot (bool or 0/1 "
+                f"columns, one per item) or have a single column of item lists (tuples, "
+                f"sets); got a column holding {type(c).__name__}"
+            )
+    return readers.from_transactions(cells)
+
+
 def frequent_itemsets(
-    db: TransactionDB,
+    db: TransactionDB | Any,
     min_support: float,
     *,
     method: Method = "fpgrowth",
@@ -778,8 +892,9 @@ def frequent_itemsets(
 
     Parameters
     ----------
-    db : TransactionDB
-        The transactions.
+    db : TransactionDB or DataFrame or list
+        The transactions, in any layout :func:`as_transaction_db` accepts (a one-hot
+        DataFrame, a column of item lists, a list of lists).
     min_support : float
         Relative threshold in ``(0, 1]``; an itemset is frequent iff its count is at least
         :func:`min_count` ``(min_support, db.n_transactions)``.
@@ -810,4 +925,59 @@ def frequent_itemsets(
         miner = _MINERS[method]
     except KeyError:
         raise ValueError(f"unknown method {method!r}; choose from {sorted(_MINERS)}") from None
+    db = as_transaction_db(db, argument="db")
     return miner(db, min_support, max_len=max_len, progress=progress)
+
+
+def frequent_itemsets_df(
+    data: TransactionDB | Any,
+    min_support: float,
+    *,
+    method: Method = "fpgrowth",
+    max_len: int | None = None,
+    progress: Progress | None = None,
+) -> Any:
+    """:func:`frequent_itemsets` as a pandas DataFrame in mlxtend's layout.
+
+    Columns ``support`` (relative, float) and ``itemsets`` (frozensets of item labels),
+    like ``mlxtend.frequent_patterns.fpgrowth(df, min_support, use_colnames=True)``; rows
+    sorted by decreasing support, then size and items (deterministic). Feed it to
+    :func:`ppdm.mining.rules.association_rules_df` (or to mlxtend's
+    ``association_rules``) for the rules.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> onehot = pd.DataFrame({"bread": [1, 1, 0, 1], "milk": [1, 0, 1, 1]}).astype(bool)
+    >>> found = frequent_itemsets_df(onehot, 0.5)
+    >>> list(found.columns), found["support"].tolist()
+    (['support', 'itemsets'], [0.75, 0.75, 0.5])
+    >>> [sorted(s) for s in found["itemsets"]]
+    [['bread'], ['milk'], ['bread', 'milk']]
+    """
+    import pandas as pd
+
+    db = as_transaction_db(data, argument="data")
+    found = frequent_itemsets(db, min_support, method=method, max_len=max_len, progress=progress)
+    n = db.n_transactions
+
+    rows = sorted(found.items(), key=lambda kv: (-kv[1], len(kv[0]), _sort_key(kv[0])))
+    return pd.DataFrame(
+        {
+            "support": pd.Series([c / n for _, c in rows], dtype=float),
+            "itemsets": pd.Series(
+                [frozenset(_native_label(x) for x in s) for s, _ in rows], dtype=object
+            ),
+        }
+    )
+
+
+def _native_label(x: Any) -> Any:
+    return x.item() if isinstance(x, np.generic) else x
+
+
+def _sort_key(items: frozenset) -> tuple:
+    try:
+        return tuple(sorted(items))
+    except TypeError:
+        return tuple(sorted(map(repr, items)))

@@ -23,13 +23,34 @@ from typing import Any
 from ppdm.mining.itemsets import apriori_gen
 
 __all__ = [
+    "RULE_COLUMNS",
     "Rule",
     "association_rules",
+    "association_rules_df",
     "is_confident",
     "rules_from_records",
+    "rules_to_frame",
     "rules_to_json",
     "rules_to_records",
 ]
+
+#: Columns of :func:`association_rules_df`, those of mlxtend's ``association_rules``.
+RULE_COLUMNS = (
+    "antecedents",
+    "consequents",
+    "antecedent support",
+    "consequent support",
+    "support",
+    "confidence",
+    "lift",
+    "representativity",
+    "leverage",
+    "conviction",
+    "zhangs_metric",
+    "jaccard",
+    "certainty",
+    "kulczynski",
+)
 
 
 def _native(x: Any) -> Any:
@@ -230,3 +251,135 @@ def rules_from_records(records: Iterable[Mapping[str, Any]]) -> list[Rule]:
             )
         )
     return out
+
+
+def _frame_counts(frame: Any, n: int) -> dict[frozenset, int]:
+    """``{itemset: count}`` from a DataFrame with ``support`` and ``itemsets`` columns."""
+    missing = [c for c in ("support", "itemsets") if c not in frame.columns]
+    if missing:
+        raise TypeError(
+            "itemsets: a DataFrame of frequent itemsets needs the columns 'support' and "
+            f"'itemsets' (as frequent_itemsets_df or mlxtend write); missing {missing}"
+        )
+    out: dict[frozenset, int] = {}
+    for sup, items in zip(frame["support"].tolist(), frame["itemsets"].tolist(), strict=True):
+        if isinstance(items, str | bytes) or not isinstance(items, Iterable):
+            raise TypeError(f"itemsets: cells must be frozensets of items, got {items!r}")
+        out[frozenset(_native(x) for x in items)] = round(float(sup) * n)
+    return out
+
+
+def association_rules_df(
+    itemsets: Any,
+    n_transactions: int,
+    *,
+    min_confidence: float,
+) -> Any:
+    """:func:`association_rules` as a pandas DataFrame in mlxtend's layout.
+
+    Parameters
+    ----------
+    itemsets : DataFrame or Mapping[frozenset, int]
+        Frequent itemsets: the DataFrame of
+        :func:`ppdm.mining.itemsets.frequent_itemsets_df` (or of mlxtend's miners; columns
+        ``support`` and ``itemsets``), or ``{itemset: support count}``.
+    n_transactions : int
+        Number of transactions (mlxtend's ``num_itemsets``).
+    min_confidence : float
+        Confidence threshold (mlxtend's ``metric="confidence", min_threshold=...``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per rule, columns :data:`RULE_COLUMNS` (``antecedents`` and
+        ``consequents`` frozensets, then the measures, as in
+        ``mlxtend.frequent_patterns.association_rules``), in the order of
+        :func:`association_rules`.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from ppdm.mining.itemsets import frequent_itemsets_df
+    >>> baskets = pd.DataFrame({"basket": [["bread", "milk"], ["bread"], ["milk"],
+    ...                                    ["bread", "milk"]]})
+    >>> rules = association_rules_df(frequent_itemsets_df(baskets, 0.5), 4,
+    ...                              min_confidence=0.6)
+    >>> rules[["antecedents", "consequents", "support", "confidence"]].map(
+    ...     lambda v: sorted(v) if isinstance(v, frozenset) else v)
+      antecedents consequents  support  confidence
+    0     [bread]      [milk]      0.5    0.666667
+    1      [milk]     [bread]      0.5    0.666667
+    """
+    import pandas as pd
+
+    n = int(n_transactions)
+    if isinstance(itemsets, pd.DataFrame):
+        counts = _frame_counts(itemsets, n)
+    elif isinstance(itemsets, Mapping):
+        counts = {frozenset(k): int(v) for k, v in itemsets.items()}
+    else:
+        raise TypeError(
+            "itemsets must be a DataFrame with columns 'support' and 'itemsets' or a "
+            f"mapping {{frozenset: support count}}; got {type(itemsets).__name__}"
+        )
+    rules = association_rules(counts, n, min_confidence=min_confidence)
+    rows = []
+    for r in rules:
+        s_a = counts[r.antecedent] / n
+        s_c = counts[r.consequent] / n
+        rows.append(_measures(r.antecedent, r.consequent, r.support, s_a, s_c))
+    return pd.DataFrame(rows, columns=list(RULE_COLUMNS))
+
+
+def rules_to_frame(rules: Iterable[Rule]) -> Any:
+    """Rules (e.g. the ``rules`` of a distributed result with counts) as a DataFrame with
+    the columns of :func:`association_rules_df`; the antecedent and consequent supports
+    are derived from the measures (``support / confidence`` and ``confidence / lift``)."""
+    import pandas as pd
+
+    rows = []
+    for r in rules:
+        if not isinstance(r, Rule):
+            raise TypeError(f"rules must be Rule objects, got {type(r).__name__}")
+        s_a = r.support / r.confidence if r.confidence else 0.0
+        s_c = r.confidence / r.lift if r.lift else 0.0
+        rows.append(
+            _measures(
+                frozenset(map(_native, r.antecedent)),
+                frozenset(map(_native, r.consequent)),
+                r.support,
+                s_a,
+                s_c,
+            )
+        )
+    return pd.DataFrame(rows, columns=list(RULE_COLUMNS))
+
+
+def _measures(a: frozenset, c: frozenset, s_ac: float, s_a: float, s_c: float) -> list[Any]:
+    """One row of :data:`RULE_COLUMNS` (mlxtend's formulas, no missing values)."""
+    conf = s_ac / s_a
+    conf_ca = s_ac / s_c
+    lift = conf / s_c
+    leverage = s_ac - s_a * s_c
+    conviction = math.inf if conf >= 1.0 else (1.0 - s_c) / (1.0 - conf)
+    denom = max(s_ac * (1 - s_a), s_a * (s_c - s_ac))
+    zhang = 0.0 if denom == 0 else leverage / denom
+    jaccard = s_ac / (s_a + s_c - s_ac)
+    certainty = 0.0 if s_c == 1 else (conf - s_c) / (1 - s_c)
+    kulczynski = (conf + conf_ca) / 2
+    return [
+        frozenset(map(_native, a)),
+        frozenset(map(_native, c)),
+        s_a,
+        s_c,
+        s_ac,
+        conf,
+        lift,
+        1.0,
+        leverage,
+        conviction,
+        zhang,
+        jaccard,
+        certainty,
+        kulczynski,
+    ]

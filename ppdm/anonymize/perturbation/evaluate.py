@@ -305,15 +305,21 @@ def evaluate(
     return rows
 
 
+#: The measures drawn against the parameter: column, panel title, y-axis label.
 _PLOTTED = (
-    ("kl", "KL distance"),
-    ("kl_reverse", "KL(reconstruction||original)"),
-    ("chi2", "chi-square distance"),
-    ("base_query_error", "base query rel. error"),
-    ("cube_query_error", "CUBE query rel. error"),
-    ("random_query_error", "random query rel. error"),
-    ("rule_recovery", "rule recovery rate"),
+    ("kl", "KL distance", "KL(original || estimate)"),
+    ("kl_reverse", "reverse KL distance", "KL(estimate || original)"),
+    ("chi2", "chi-square distance", "chi-square distance"),
+    ("base_query_error", "base query error", "mean relative error"),
+    ("cube_query_error", "CUBE query error", "mean relative error"),
+    ("random_query_error", "random query error", "mean relative error"),
+    ("rule_recovery", "rule recovery", "share of rules recovered"),
 )
+#: Parameter names as axis labels.
+_PARAM_LABELS = {
+    "l": "l (risk bound 1/l; larger = more private)",
+    "lambda": "lambda (attributes replaced per record)",
+}
 
 
 def write_results(
@@ -348,24 +354,60 @@ def write_results(
 
 
 def _plot(frame: pd.DataFrame, path: Path, *, title: str) -> None:
+    """Eight panels: the seven measures of :data:`_PLOTTED` against the parameter (one
+    line per method; log scales named in the axis label; integer ticks for integer
+    parameters) and the privacy-utility view, maximum risk against the KL distance."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
-    fig, axes = plt.subplots(2, 4, figsize=(17, 7), constrained_layout=True)
-    for ax in axes.ravel()[len(_PLOTTED) :]:
-        ax.set_visible(False)
-    for ax, (col, label) in zip(axes.ravel(), _PLOTTED, strict=False):
+    param = str(frame["param"].iloc[0]) if len(frame) else ""
+    xlabel = _PARAM_LABELS.get(param, param)
+    values = frame["value"].to_numpy(dtype=float) if len(frame) else np.zeros(0)
+    integral = bool(len(values) and np.all(values == np.round(values)))
+    fig, axes = plt.subplots(2, 4, figsize=(18, 8), constrained_layout=True)
+    flat_axes = axes.ravel()
+    methods = list(dict.fromkeys(frame["method"].tolist()))
+    colors = {m: f"C{i}" for i, m in enumerate(methods)}
+    for ax, (col, label, ylabel) in zip(flat_axes, _PLOTTED, strict=False):
         for method, part in frame.groupby("method", sort=False):
             part = part.sort_values("value")
-            ax.plot(part["value"], part[col], marker="o", label=str(method))
+            ax.plot(part["value"], part[col], marker="o", label=str(method), color=colors[method])
         ax.set_title(label)
-        ax.set_xlabel(str(frame["param"].iloc[0]) if len(frame) else "")
-        ax.grid(True, alpha=0.3)
-        if col in ("kl", "kl_reverse", "chi2") and (frame[col] > 0).all():
+        ax.set_xlabel(xlabel)
+        log = col in ("kl", "kl_reverse", "chi2") and bool((frame[col] > 0).all())
+        if log:
             ax.set_yscale("log")
-    axes.ravel()[0].legend()
+        ax.set_ylabel(ylabel + (" (log scale)" if log else ""))
+        if integral:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(True, alpha=0.3)
+    ax = flat_axes[len(_PLOTTED)]
+    for method, part in frame.groupby("method", sort=False):
+        part = part.sort_values("value")
+        ax.plot(part["max_risk"], part["kl"], marker="o", color=colors[method], label=method)
+        at: dict[tuple[float, float], list[str]] = {}
+        for x, y, v in zip(part["max_risk"], part["kl"], part["value"], strict=True):
+            at.setdefault((round(float(x), 9), round(float(y), 9)), []).append(f"{float(v):g}")
+        for (x, y), vs in at.items():  # one label per point, all values that land there
+            ax.annotate(
+                f"{param}={','.join(vs)}",
+                (x, y),
+                textcoords="offset points",
+                xytext=(4, 4),
+                fontsize=7,
+            )
+    ax.set_title("privacy against utility")
+    ax.set_xlabel("max disclosure risk Pr(S | QI) (lower = more private)")
+    ax.margins(x=0.12, y=0.1)
+    log = bool((frame["kl"] > 0).all()) if len(frame) else False
+    if log:
+        ax.set_yscale("log")
+    ax.set_ylabel("KL(original || estimate)" + (" (log scale)" if log else ""))
+    ax.grid(True, alpha=0.3)
+    flat_axes[0].legend(title="method")
     fig.suptitle(title or "privacy-utility trade-off")
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -215,7 +215,7 @@ def bayes_reconstruct(
     bounds: tuple[float, float] | None = None,
     tol: float = 1e-4,
     max_iter: int = 1000,
-    stopping: Stopping = "mean-change",
+    stopping: Stopping = "chi2",
     z_bins: int | None = None,
     progress: Progress | None = None,
 ) -> Reconstruction:
@@ -234,9 +234,15 @@ def bayes_reconstruct(
     tol : float
         ``stopping="mean-change"``: stop when the mean absolute change of the density at
         the midpoints is at most ``tol`` times the mean density.
-    stopping : {"mean-change", "chi2"}
-        The convergence test; ``"chi2"`` stops when ``n sum (f_new - f)^2 / f`` is below
-        1% of the 95% chi-square threshold with ``k - 1`` degrees of freedom.
+    stopping : {"chi2", "mean-change"}
+        The convergence test. The default ``"chi2"`` (Agrawal & Srikant 2000) stops when
+        ``n sum (f_new - f)^2 / f`` is below 1% of the 95% chi-square threshold with
+        ``k - 1`` degrees of freedom: it stops early, before the iteration starts fitting
+        the noise (on Adult ages with uniform noise of half-width 20 and 20 bins it ends
+        after about 14 iterations at total-variation distance about 0.06 from the true
+        histogram, against about 0.17 for the noisy data). ``"mean-change"`` iterates until
+        the density stops changing, which overfits (hundreds of iterations, distance
+        0.07-0.13 on the same data).
     z_bins : int, optional
         Group the ``z`` values into this many equal-width bins first (for very large
         ``n``; the default uses every value).
@@ -249,7 +255,7 @@ def bayes_reconstruct(
     >>> x = np.repeat([0.5, 2.5], 5000)
     >>> z = add_noise(x, Noise("uniform", 1.0), rng=7)
     >>> r = bayes_reconstruct(z, Noise("uniform", 1.0), bins=4, bounds=(0, 4))
-    >>> r.probabilities.round(2).tolist(), r.converged
+    >>> r.probabilities.round(1).tolist(), r.converged
     ([0.5, 0.0, 0.5, 0.0], True)
     """
     z = np.asarray(z, dtype=np.float64).ravel()
@@ -279,7 +285,7 @@ def em_reconstruct(
     bounds: tuple[float, float] | None = None,
     tol: float = 1e-4,
     max_iter: int = 1000,
-    stopping: Stopping = "mean-change",
+    stopping: Stopping = "chi2",
     z_bins: int | None = None,
     progress: Progress | None = None,
 ) -> Reconstruction:
