@@ -8,9 +8,10 @@ are already aligned on a common ``record_id`` (private record alignment, the ``a
 parameter of the job, can do this step too). They want k-means clusters of the patients
 over all ten attributes, and each hospital's data owner sets a policy:
 
-* only the ``kmeans`` job may read the records, and only the ten named columns (the
-  node checks the job's whole column list against the policy, so in this vertical setting
-  every hospital lists all ten; a hospital can only read the ones in its own file);
+* only the ``kmeans`` job may read the records, and only the hospital's own clinical
+  columns (in this vertical setting each node checks the job's columns that its file
+  holds; the general hospital's file also holds patients' postcodes, which no job may
+  read);
 * every released cluster must hold at least 20 patients (a minimum aggregation size);
 * at least three hospitals in every job.
 
@@ -64,13 +65,16 @@ def main() -> None:
         data = {}
         for name, cols in HOSPITALS.items():
             path = work / f"{name}.csv"
-            patients[["record_id", *cols]].to_csv(path, index=False)  # the hospital's own file
+            table = patients[["record_id", *cols]].copy()  # the hospital's own file
+            if name == "general":
+                table["postcode"] = [f"{2000 + i % 97:05d}" for i in range(len(table))]
+            table.to_csv(path, index=False)
             data[name] = {"records": str(path)}
         bed = GrpcTestbed(
             list(HOSPITALS),
             work / "consortium",
             data=data,
-            policy={name: policy(columns) for name in HOSPITALS},
+            policy={name: policy(cols) for name, cols in HOSPITALS.items()},
         )
         with bed:
             print(f"hospitals {', '.join(HOSPITALS)} running on 127.0.0.1, each under its policy")
@@ -104,9 +108,10 @@ def main() -> None:
             assert np.allclose(ours, ref.cluster_centers_, rtol=1e-6, atol=1e-6)
             print("centres equal scikit-learn's k-means on the pooled data")
 
-            # A job that asks for a column no hospital's policy allows is refused.
-            refused = bed.run_job("kmeans", {**params, "columns": [*columns, "income"]})
-            print(f"asking for an extra column: {refused['state']} ({refused['error']})")
+            # A job that asks for a column the general hospital holds but does not allow
+            # is refused by that hospital's node, naming the rule, before anything runs.
+            refused = bed.run_job("kmeans", {**params, "columns": [*columns, "postcode"]})
+            print(f"asking for the postcodes: {refused['state']} ({refused['error']})")
             assert refused["state"] == "refused"
 
 

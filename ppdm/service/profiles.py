@@ -411,13 +411,23 @@ def _kmeans(
             own = tuple(mine) or ("*",)
         if own:
             changed["init"] = "explicit starting centres"
+    read_columns = tuple(columns) if isinstance(columns, list) else None
+    if vertical and read_columns is not None:
+        # Vertically each party reads only the job's columns that it holds: its column
+        # control applies to those (the others' columns never touch its data).
+        try:
+            held = set(_read_header(ctx, data_key, params.get("sep", ",")))
+        except (ConfigError, OSError):
+            held = set()
+        if held:
+            read_columns = tuple(c for c in read_columns if c in held)
     return Disclosure(
         reads=(key,),
         participants=tuple(parties),
         aggregate=None if vertical else "sum",
         audit_key=None if vertical else key,
         changed=changed,
-        columns=tuple(columns) if isinstance(columns, list) else None,
+        columns=read_columns,
         own_centre_columns=own,
         leakage=(
             "every party learns the centres and cluster sizes of every iteration"

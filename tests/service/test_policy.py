@@ -265,6 +265,25 @@ def test_data_rules_columns_min_sizes(tmp_path):
     assert decide(p, "assoc", {"min_support": 0.1}, four, c=c).outcome == "accept"
 
 
+def test_vertical_column_control_covers_the_columns_a_party_holds(tmp_path):
+    """Vertically a hospital's column control applies to the job's columns it holds: a
+    job naming the other hospitals' columns too is accepted, one reading a column it
+    holds but does not allow is refused."""
+    (tmp_path / "r.csv").write_text("record_id,age,income,diagnosis\n1,30,10,3\n")
+    c = PartyContext(name="bob", settings={"data": {"records": "r.csv"}}, base_dir=tmp_path)
+    p = policy('[data.records]\njobs = ["kmeans"]\ncolumns = ["age", "income"]\n')
+    vertical = {"mode": "vertical", "min_cluster_size": 5}
+    others = ["age", "income", "blood_pressure", "claims"]  # the last two: other parties'
+    assert decide(p, "kmeans", {**vertical, "columns": others}, c=c).outcome == "accept"
+    held_not_allowed = [*others, "diagnosis"]
+    assert (
+        decide(p, "kmeans", {**vertical, "columns": held_not_allowed}, c=c).rule
+        == "data.records.columns"
+    )
+    # horizontally every party reads every column the job names
+    assert decide(p, "kmeans", {"columns": others}, c=c).rule == "data.records.columns"
+
+
 def test_every_registered_job_has_a_profile():
     from ppdm.jobs.registry import job_names
 
