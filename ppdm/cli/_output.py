@@ -7,9 +7,12 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ppdm.errors import ConfigError
+
+if TYPE_CHECKING:
+    from ppdm.parties.consortium import PartySettings
 
 _captured: list[list[Any]] = []
 
@@ -55,3 +58,11 @@ def _default(obj: Any) -> Any:
     if isinstance(obj, set | frozenset):
         return sorted(obj)
     raise TypeError(f"not JSON-serializable: {type(obj).__name__}")
+
+
+def load_settings(path: str | Path, **options: Any) -> PartySettings:
+    """:func:`ppdm.parties.consortium.load_settings`, imported on first use (it loads the
+    certificate library, which ``ppdm --help`` does not need)."""
+    from ppdm.parties.consortium import load_settings as load
+
+    return load(path, **options)

@@ -7,15 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ppdm.cli._output import write_json
+from ppdm.cli._output import load_settings, write_json
 from ppdm.errors import ConfigError
-from ppdm.parties.consortium import (
-    DEFAULT_MAX_MESSAGE_BYTES,
-    init_consortium,
-    load_consortium,
-    load_settings,
-)
-from ppdm.service.policy import DEFAULT_POLICY_TOML
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     init.add_argument(
         "--max-message-bytes",
         type=int,
-        default=DEFAULT_MAX_MESSAGE_BYTES,
+        default=4 * 1024 * 1024,  # ppdm.parties.consortium.DEFAULT_MAX_MESSAGE_BYTES
         help="largest gRPC message; larger protocol messages are chunked (default 4 MiB)",
     )
     init.add_argument(
@@ -156,6 +149,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _init(args: argparse.Namespace) -> int:
+    from ppdm.parties.consortium import init_consortium
+    from ppdm.service.policy import DEFAULT_POLICY_TOML
+
     parties = [p.strip() for p in args.parties.split(",") if p.strip()]
     if not parties:
         raise ConfigError("--parties must list at least one party, e.g. alice,bob,carol")
@@ -186,6 +182,8 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from ppdm.parties.consortium import load_consortium
+
     path = Path(args.file)
     if not path.exists():
         raise ConfigError(f"file not found: {path}")
@@ -279,6 +277,7 @@ def _sign(args: argparse.Namespace) -> int:
 
 
 def _push(args: argparse.Namespace) -> int:
+    from ppdm.parties.consortium import load_consortium
     from ppdm.service.client import push_roster
 
     if not args.timeout > 0:

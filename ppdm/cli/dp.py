@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from ppdm.cli._output import write_json
 from ppdm.errors import ConfigError
+
+if TYPE_CHECKING:
+    import numpy as np
+
 
 __all__ = ["register"]
 
@@ -35,6 +36,8 @@ def _floats(text: str, what: str) -> list[float]:
 
 
 def _candidates(text: str) -> np.ndarray:
+    import numpy as np
+
     if ":" in text:
         parts = text.split(":")
         try:
@@ -52,6 +55,9 @@ MAX_EPSILON = 100.0
 
 
 def _run(args: argparse.Namespace) -> int:
+    import numpy as np
+    import pandas as pd
+
     from ppdm.anonymize.dp import (
         BudgetAccountant,
         dp_count,

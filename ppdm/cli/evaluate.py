@@ -16,8 +16,6 @@ import argparse
 import sys
 from pathlib import Path
 
-import pandas as pd
-
 from ppdm.errors import ConfigError
 
 
@@ -32,6 +30,8 @@ def _values(text: str) -> list[float]:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
+    import pandas as pd
+
     from ppdm.anonymize.perturbation.evaluate import METHODS, evaluate, write_results
     from ppdm.progress import RichProgress
 

@@ -35,7 +35,7 @@ def _fraction(text: str) -> float:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from ppdm.hiding.api import METHODS
+    from ppdm.hiding.methods import METHODS
 
     p = subparsers.add_parser(
         "hide",

@@ -8,10 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ppdm.cli._output import write_json
+from ppdm.cli._output import load_settings, write_json
 from ppdm.errors import ConfigError
 from ppdm.jobs.registry import get_job, job_names
-from ppdm.parties.consortium import load_settings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from ppdm.cli._output import write_json
-from ppdm.parties.consortium import load_settings
+from ppdm.cli._output import load_settings, write_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

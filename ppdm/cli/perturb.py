@@ -17,13 +17,17 @@ import argparse
 import json
 import sys
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from ppdm.errors import ConfigError
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 
 def _read(args: argparse.Namespace) -> pd.DataFrame:
+    import pandas as pd
+
     path = Path(args.input)
     if not path.is_file():
         raise ConfigError(f"input file not found: {path}")
@@ -140,6 +144,8 @@ def _noise(args: argparse.Namespace) -> int:
 
 
 def _reconstruct(args: argparse.Namespace) -> int:
+    import pandas as pd
+
     from ppdm.anonymize.perturbation.randomization import Noise, bayes_reconstruct, em_reconstruct
 
     table = _read(args)

@@ -6,10 +6,9 @@ import argparse
 import json
 import sys
 
-from ppdm.cli._output import write_json
+from ppdm.cli._output import load_settings, write_json
 from ppdm.cli.job import add_job_arguments
 from ppdm.errors import ConfigError
-from ppdm.parties.consortium import load_settings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

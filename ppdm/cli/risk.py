@@ -17,11 +17,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from ppdm.errors import ConfigError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
 
 __all__ = ["register"]
 
@@ -34,6 +36,8 @@ def _write(doc: Any, out: str | None) -> None:
 
 
 def _read_table(path: str, sep: str) -> pd.DataFrame:
+    import pandas as pd
+
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"file not found: {path}")

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 import ppdm.cli
 from ppdm.cli._output import capture_documents, write_json
 from ppdm.errors import ConfigError
-from ppdm.jobs.document import simulate_job
 from ppdm.jobs.registry import PartyContext
 
 if TYPE_CHECKING:
@@ -61,6 +60,8 @@ def simulate_files(
         )
         for i, (name, file) in enumerate(files.items())
     }
+    from ppdm.jobs.document import simulate_job
+
     try:
         return simulate_job(job, contexts, params, timeout=timeout, link=link)
     finally:
@@ -211,6 +212,8 @@ def _psi_align(args: argparse.Namespace) -> int:
         if not 0.0 <= args.overlap <= 1.0:
             raise ConfigError("--overlap must lie in [0, 1]")
         params.update(generate_n=args.generate, overlap=args.overlap, seed=args.seed)
+        from ppdm.jobs.document import simulate_job
+
         contexts = {name: PartyContext(name=name) for name in party_names(args.parties)}
         doc = simulate_job(
             "psi-align", contexts, params, timeout=args.timeout, link=link_from_args(args)
@@ -236,6 +239,8 @@ def _secure_sum(args: argparse.Namespace) -> int:
         name: PartyContext(name=name, settings={"inputs": {"secure_sum": v}})
         for name, v in zip(names, values, strict=True)
     }
+    from ppdm.jobs.document import simulate_job
+
     doc = simulate_job(
         "secure-sum",
         contexts,

@@ -16,7 +16,7 @@ from typing import Any
 # Names are imported on first use (PEP 562), so that ``ppdm.hiding.audit`` -- which every
 # node's disclosure audit uses -- does not pull in the MILP solver and scipy.
 _WHERE = {
-    "METHODS": "api",
+    "METHODS": "methods",
     "HidingResult": "api",
     "hide_rules": "api",
     "MaxAuditor": "audit",

@@ -31,6 +31,7 @@ from ppdm.errors import ConfigError
 from ppdm.hiding import border as _border
 from ppdm.hiding import exact as _exact
 from ppdm.hiding import heuristics as _h
+from ppdm.hiding.methods import METHODS
 from ppdm.hiding.metrics import Mined, SideEffects, bounded_frequent_itemsets, side_effects
 from ppdm.hiding.problem import HidingError, SensitiveRule, Workspace, rule_is_hidden
 from ppdm.hiding.solvers import MilpSolver
@@ -41,8 +42,6 @@ from ppdm.progress import Progress, progress_task
 __all__ = ["METHODS", "HidingResult", "hide_rules"]
 
 log = logging.getLogger(__name__)
-
-METHODS = ("1.a", "1.b", "2.a", "2.b", "2.c", "swa", "remove", "border", "maxmin", "exact")
 
 
 def _canonical(method: str) -> str:

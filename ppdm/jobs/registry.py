@@ -14,11 +14,13 @@ import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ppdm.errors import ConfigError
-from ppdm.parties.network import Network
 from ppdm.progress import Progress
+
+if TYPE_CHECKING:
+    from ppdm.parties.network import Network
 
 __all__ = ["JobSpec", "PartyContext", "get_job", "job_names", "register_job"]
 
@@ -58,7 +60,7 @@ class PartyContext:
         return path if path.is_absolute() else (self.base_dir / path)
 
 
-JobFunction = Callable[[Network, Mapping[str, Any], PartyContext], dict[str, Any]]
+JobFunction = Callable[["Network", Mapping[str, Any], PartyContext], dict[str, Any]]
 
 
 @dataclass(frozen=True)

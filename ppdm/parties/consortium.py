@@ -75,7 +75,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -84,7 +84,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from ppdm.errors import ConfigError
-from ppdm.randomness import RandomSource, make_rng
+
+if TYPE_CHECKING:
+    from ppdm.randomness import RandomSource
 
 __all__ = [
     "DEFAULT_MAX_ENVELOPE_BYTES",
@@ -1066,6 +1068,8 @@ def init_consortium(
     (out / "ca.crt").write_bytes(_pem(ca_cert))
     if keep_ca_key:
         _write_private(out / "private" / "ca.key", _key_pem(ca_key, ca_passphrase))
+    from ppdm.randomness import make_rng
+
     source = make_rng(rng)
     samples = source.integers(0, 1000, len(names)) if sample_inputs else None
     roster = []

@@ -1,0 +1,115 @@
+"""Start-up time of the ``ppdm`` command and of a node (issue 16, item 4).
+
+Rows:
+
+- ``help_s``: ``ppdm --help`` in a fresh interpreter, against the same interpreter also
+  importing what every command module imported at start before the change (pandas,
+  scipy.sparse, pyarrow, matplotlib, numpy, grpc, cryptography; the issue measured
+  1.5-1.9 s for that);
+- ``serve_s``: ``ppdm party serve SETTINGS`` from exec to its "serving" log line, on a
+  fresh three-party testbed on 127.0.0.1, against the same plus those eager imports.
+
+Medians of several runs. Goal: both <= 0.3 s on this 2-core machine (a loaded machine
+gives more; the table says how many cores were busy).
+
+    python benchmarks/startup.py [--quick] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import Report, Row
+
+EAGER = "import numpy, pandas, scipy.sparse, pyarrow, matplotlib, grpc, cryptography.x509"
+
+
+def _time(argv: list[str]) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(argv, check=True, capture_output=True, timeout=120)
+    return time.perf_counter() - t0
+
+
+def _serve_time(settings: Path, prelude: str) -> float:
+    code = f"{prelude}\nfrom ppdm.cli.main import main\nimport sys\nsys.exit(main(sys.argv[1:]))"
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "party", "serve", str(settings)],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 60
+        for line in proc.stderr:
+            if "serving on" in line:
+                return time.perf_counter() - t0
+            if time.monotonic() > deadline:
+                break
+        raise SystemExit("the node did not report serving")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="fewer runs")
+    ap.add_argument("--json", help="write the figures as a flat JSON object")
+    args = ap.parse_args()
+    runs = 3 if args.quick else 7
+    py = sys.executable
+    helps = [_time([py, "-m", "ppdm", "--help"]) for _ in range(runs)]
+    eager = [
+        _time([py, "-c", f"{EAGER}\nfrom ppdm.cli.main import build_parser\nbuild_parser()"])
+        for _ in range(runs)
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        from ppdm.parties.consortium import init_consortium
+        from ppdm.service.testbed import free_ports
+
+        init_consortium(tmp, ["alice", "bob", "carol"], ports=free_ports(3))
+        settings = Path(tmp) / "alice.toml"
+        serves = [_serve_time(settings, "") for _ in range(runs)]
+        serves_eager = [_serve_time(settings, EAGER) for _ in range(runs)]
+    load = os.getloadavg()[0]
+    report = Report(f"start-up, medians of {runs} runs (load average {load:.1f} on 2 cores)")
+    report.add(
+        Row(
+            "help_s",
+            statistics.median(helps),
+            "s",
+            statistics.median(eager),
+            "eager imports of every command module (before)",
+            "<= 0.3 s",
+            higher_is_better=False,
+        )
+    )
+    report.add(
+        Row(
+            "serve_s",
+            statistics.median(serves),
+            "s",
+            statistics.median(serves_eager),
+            "the same with the eager imports (before)",
+            "<= 0.3 s to 'serving'",
+            higher_is_better=False,
+        )
+    )
+    report.extra["load_average"] = round(load, 2)
+    report.finish(args.json)
+    for row in report.rows:
+        print(f"goal {row.name} <= 0.3 s: {'met' if row.value <= 0.3 else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()
