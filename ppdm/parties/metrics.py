@@ -1,4 +1,14 @@
-"""Per-step cost accounting: messages, bytes and wall time, as each party sees them."""
+"""Per-step cost accounting: messages, bytes and wall time, as each party sees them.
+
+A :class:`CostMeter` can also count a job's *sequential hops* (when the transport stamps
+messages, as the in-process network does): a Lamport-style depth. A party's depth starts
+at 0; a message it sends carries its depth + 1; reading a message raises the reader's depth
+to at least the message's. The largest depth of any message is the length of the longest
+chain of messages each sent after its sender had read the previous one: the number of
+one-way latencies no schedule can overlap. On a link with one-way delay ``d`` a job takes
+at least ``hops * d`` longer than on loopback; a round trip is two hops, so
+``rounds = hops / 2`` round trips (``rounds * RTT`` is the same bound).
+"""
 
 from __future__ import annotations
 
@@ -42,6 +52,38 @@ class CostMeter:
     def __init__(self) -> None:
         self._steps: dict[str, StepCost] = {}
         self._lock = threading.Lock()
+        self._depth = 0  # this party's Lamport depth (module docstring)
+        self._max_sent_depth = 0
+        self._depth_tracked = False
+
+    # Sequential hops (module docstring) ------------------------------------------------
+
+    def track_depth(self) -> None:
+        """Count sequential hops (the transport stamps every message it carries)."""
+        with self._lock:
+            self._depth_tracked = True
+
+    def stamp(self) -> int:
+        """The depth of a message this party sends now (its depth + 1)."""
+        with self._lock:
+            depth = self._depth + 1
+            self._max_sent_depth = max(self._max_sent_depth, depth)
+            return depth
+
+    def observe(self, depth: int) -> None:
+        """This party read a message of ``depth``."""
+        with self._lock:
+            self._depth = max(self._depth, int(depth))
+
+    @property
+    def hops(self) -> int:
+        """The longest message chain this party took part in (sent or read)."""
+        with self._lock:
+            return max(self._depth, self._max_sent_depth)
+
+    @property
+    def depth_tracked(self) -> bool:
+        return self._depth_tracked
 
     def _get(self, step: str, now: float) -> StepCost:
         cost = self._steps.get(step)
@@ -87,4 +129,6 @@ class CostMeter:
             )
         else:
             out["wall_time_s"] = 0.0
+        if self._depth_tracked:
+            out["sequential_hops"] = self.hops
         return out

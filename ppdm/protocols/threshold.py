@@ -25,6 +25,13 @@ Security (semi-honest)
 Cost for ``m`` entries and ``n`` parties: ``n - 1`` ring messages of ``8 m`` bytes, then
 one batched 63-bit comparison between the first and last party (about ``2.4 KB`` per
 entry with 4-bit blocks), then ``n - 1`` messages of ``m / 8`` bytes to publish the bits.
+
+Sequential hops (one-way latencies, :mod:`ppdm.parties.metrics`): the first and last
+party set up their OT session (IKNP base OTs, both directions) while the ring message
+travels, so the ring's ``n - 1`` hops overlap the setup; with three parties a call is 16
+hops (18 when the two ran one after the other). A ``session`` reused across calls (one
+per job for every level of an Apriori search) pays the setup once: the next calls take
+9 hops each.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import numpy as np
 from ppdm.errors import ProtocolError
 from ppdm.parties.network import Network
 from ppdm.protocols.comparison import secure_ge_shares
+from ppdm.protocols.ot.extension import OTSession
 
 __all__ = ["secure_sum_nonnegative"]
 
@@ -43,11 +51,16 @@ _V = 62
 _LOW = np.uint64((1 << _V) - 1)
 
 
-def secure_sum_nonnegative(net: Network, values: np.ndarray) -> np.ndarray:
+def secure_sum_nonnegative(
+    net: Network, values: np.ndarray, *, session: OTSession | None = None
+) -> np.ndarray:
     """``[sum over parties of values[j] >= 0]`` for every ``j``, learned by every party.
 
     Every party calls this with its own 1-D int64 array (same length everywhere); the
-    true sums must satisfy ``|sum| < 2^62``.
+    true sums must satisfy ``|sum| < 2^62``. ``session``: at the first and the last
+    party, an :class:`~ppdm.protocols.ot.extension.OTSession` between the two, to reuse
+    across calls (both must pass one, or neither); default a new one per call, on
+    ``net.scoped("threshold/compare")``. Other parties ignore it.
 
     Examples
     --------
@@ -71,6 +84,12 @@ def secure_sum_nonnegative(net: Network, values: np.ndarray) -> np.ndarray:
     first, last = parties[0], parties[-1]
     me = net.me
     step = "threshold/ring"
+    ot: OTSession | None = None
+    if me in (first, last):
+        peer = last if me == first else first
+        if session is not None and session.peer != peer:
+            raise ValueError(f"the OT session must be with {peer!r}, not {session.peer!r}")
+        ot = session if session is not None else OTSession(net.scoped("threshold/compare"), peer)
 
     def recv_partial(frm: str) -> np.ndarray:
         got = net.receive(frm, step, expect=np.ndarray)
@@ -82,20 +101,24 @@ def secure_sum_nonnegative(net: Network, values: np.ndarray) -> np.ndarray:
         mask = np.frombuffer(secrets.token_bytes(8 * m), dtype=np.uint64).copy()
         net.send(net.successor(), step, mask + mine)
         share = np.uint64(0) - mask  # -R mod 2^64
+        if ot is not None:
+            ot.setup_both()  # while the ring message travels
     else:
+        if me == last and ot is not None:
+            ot.setup_both()  # before waiting for the ring: the two overlap
         partial = recv_partial(net.predecessor()) + mine
         if me != last:
             net.send(net.successor(), step, partial)
         share = partial
     bits_out = "threshold/result"
-    if me in (first, last):
-        sub = net.scoped("threshold/compare")
+    if ot is not None:
+        sub = ot.net
         low = share & _LOW
         if me == last:  # x_party: compares low(x) >= 2^62 - low(-R)
-            carry = secure_ge_shares(sub, low, x_party=last, y_party=first, bits=_V + 1)
+            carry = secure_ge_shares(sub, low, x_party=last, y_party=first, bits=_V + 1, session=ot)
         else:
             y = (np.uint64(1 << _V) - low).astype(np.uint64)
-            carry = secure_ge_shares(sub, y, x_party=last, y_party=first, bits=_V + 1)
+            carry = secure_ge_shares(sub, y, x_party=last, y_party=first, bits=_V + 1, session=ot)
         msb_share = (((share >> np.uint64(_V)) & np.uint64(1)).astype(np.uint8)) ^ carry
         other = last if me == first else first
         net.send(other, "threshold/open", np.packbits(msb_share))

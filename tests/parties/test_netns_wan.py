@@ -1,0 +1,232 @@
+"""Real nodes in separate network namespaces behind a delaying relay (issue 16).
+
+Three ``ppdm party serve`` processes, each in its own network namespace (veth pairs to
+the root namespace in a private 10.X.0.0/16 that exists only between the namespaces the
+test creates), reach each other and the initiator only through
+:class:`ppdm.service.netns.DelayRelay`, which holds every chunk for RTT / 2 per
+direction. Jobs must succeed with the right results (Python's sum, pyfim's FP-growth)
+and take at least their sequential hops x RTT / 2 plus one round trip for proposing the
+job before it starts (a lower bound: the delay is really applied, without it the
+secure sum takes well under this; the hop count comes from the same job on the
+in-process network).
+
+Needs root and ``ip netns`` (iproute2, installed with apt-get when missing and possible);
+otherwise the namespace tests are skipped with the reason printed. The relay itself is
+also tested alone on 127.0.0.1, which needs neither.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ppdm.jobs.document import simulate_job
+from ppdm.jobs.mining import partition_file
+from ppdm.jobs.registry import PartyContext
+from ppdm.service.netns import DelayRelay, NetnsConsortium, netns_unavailable
+
+pytestmark = [pytest.mark.grpc, pytest.mark.timeout(120)]
+
+PARTIES = ["alice", "bob", "carol"]
+RTT = 0.030
+RETAIL = Path(__file__).resolve().parents[3] / "shared" / "data" / "fimi" / "retail.dat"
+
+
+# -- the relay alone, on loopback ------------------------------------------------------------
+
+
+def _echo_server() -> tuple[socket.socket, int]:
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    srv.settimeout(10)
+
+    def serve() -> None:
+        try:
+            conn, _ = srv.accept()
+        except OSError:
+            return
+        with conn:
+            conn.settimeout(10)
+            while data := conn.recv(65536):
+                conn.sendall(data)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return srv, srv.getsockname()[1]
+
+
+def _free_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_relay_delays_each_direction_and_keeps_the_bytes() -> None:
+    srv, target = _echo_server()
+    port = _free_port()
+    relay = DelayRelay({("127.0.0.1", port): ("127.0.0.1", target)}, delay_s=0.05).start()
+    try:
+        payload = bytes(range(256)) * 400  # 100 kB in many chunks
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
+            c.settimeout(10)
+            t0 = time.perf_counter()
+            c.sendall(payload)
+            got = b""
+            while len(got) < len(payload):
+                chunk = c.recv(65536)
+                assert chunk, "relay closed early"
+                got += chunk
+            elapsed = time.perf_counter() - t0
+        assert got == payload
+        assert elapsed >= 2 * 0.05  # one delay each way
+    finally:
+        relay.stop()
+        srv.close()
+
+
+def test_relay_refuses_cleanly_when_the_target_is_down() -> None:
+    port = _free_port()
+    relay = DelayRelay({("127.0.0.1", port): ("127.0.0.1", _free_port())}).start()
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
+            c.settimeout(10)
+            assert c.recv(10) == b""  # closed, no hang
+    finally:
+        relay.stop()
+
+
+def test_relay_reports_a_taken_address() -> None:
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    try:
+        relay = DelayRelay({("127.0.0.1", busy.getsockname()[1]): ("127.0.0.1", 9)})
+        with pytest.raises(Exception, match="relay could not listen"):
+            relay.start()
+    finally:
+        busy.close()
+
+
+# -- real nodes in namespaces ---------------------------------------------------------------
+
+
+def _ensure_iproute2() -> None:
+    """Install iproute2 with apt-get when ``ip`` is missing and we may (bounded)."""
+    import os
+
+    if shutil.which("ip") is not None or os.geteuid() != 0 or shutil.which("apt-get") is None:
+        return
+    for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", "iproute2"]):
+        try:
+            subprocess.run(cmd, capture_output=True, timeout=180, check=False)
+        except (subprocess.SubprocessError, OSError):
+            return
+
+
+@pytest.fixture(scope="module")
+def retail_small(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    if not RETAIL.is_file():
+        pytest.skip(f"shared data missing: {RETAIL}")
+    tmp = tmp_path_factory.mktemp("retail")
+    lines = RETAIL.read_text().splitlines()[:1500]
+    (tmp / "retail.dat").write_text("\n".join(lines) + "\n")
+    manifest = partition_file(tmp / "retail.dat", tmp / "h", parties=PARTIES, mode="horizontal")
+    files = {p: str(tmp / "h" / manifest["parties"][p]["file"]) for p in PARTIES}
+    tx = [sorted({int(x) for x in line.split()}) for line in lines]
+    return {"files": files, "tx": tx, "dir": tmp / "h"}
+
+
+@pytest.fixture(scope="module")
+def bed(tmp_path_factory: pytest.TempPathFactory, retail_small: dict):
+    _ensure_iproute2()
+    reason = netns_unavailable()
+    if reason is not None:
+        print(f"network-namespace tier skipped: {reason}")
+        pytest.skip(reason)
+    inputs = {p: {"secure_sum": v} for p, v in zip(PARTIES, [11, -4, 1000], strict=True)}
+    data = {p: {"transactions": f} for p, f in retail_small["files"].items()}
+    workdir = tmp_path_factory.mktemp("netns")
+    with NetnsConsortium(PARTIES, workdir, inputs=inputs, data=data, timeout=30) as consortium:
+        created = list(consortium._created)
+        yield consortium
+    # Torn down: none of the namespaces is left behind.
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=10)
+    assert created and not any(ns in listed.stdout for ns in created)
+
+
+def _in_process_hops(job: str, settings: dict, params: dict, base_dir: Path) -> int:
+    contexts = {p: PartyContext(p, settings[p], base_dir=base_dir) for p in PARTIES}
+    doc = simulate_job(job, contexts, params, timeout=30)
+    return max(e["totals"]["sequential_hops"] for e in doc["parties"].values())
+
+
+def test_secure_sum_across_namespaces(bed: NetnsConsortium, tmp_path: Path) -> None:
+    settings = {
+        p: {"inputs": {"secure_sum": v}} for p, v in zip(PARTIES, [11, -4, 1000], strict=True)
+    }
+    hops = _in_process_hops("secure-sum", settings, {}, tmp_path)
+    bed.set_rtt(0.0)
+    doc = bed.run_job("secure-sum")
+    assert doc["state"] == "succeeded", doc["error"]
+    bed.set_rtt(RTT)
+    t0 = time.perf_counter()
+    doc = bed.run_job("secure-sum")
+    elapsed = time.perf_counter() - t0
+    assert doc["state"] == "succeeded", doc["error"]
+    assert {e["result"]["sum"] for e in doc["parties"].values()} == {1007}
+    assert elapsed >= (hops / 2 + 1) * RTT
+
+
+def test_assoc_across_namespaces(bed: NetnsConsortium, retail_small: dict) -> None:
+    import fim
+
+    params = {"mode": "horizontal", "min_support": 0.05, "min_confidence": 0.5}
+    settings = {p: {"data": {"transactions": f}} for p, f in retail_small["files"].items()}
+    hops = _in_process_hops("assoc", settings, params, retail_small["dir"])
+    bed.set_rtt(RTT)
+    t0 = time.perf_counter()
+    doc = bed.run_job("assoc", params)
+    elapsed = time.perf_counter() - t0
+    assert doc["state"] == "succeeded", doc["error"]
+    tx = retail_small["tx"]
+    min_count = -(-5 * len(tx) // 100)
+    want = {frozenset(s) for s, _ in fim.fpgrowth(tx, target="s", supp=-min_count, report="a")}
+    for party, entry in doc["parties"].items():
+        got = {frozenset(i["items"]) for i in entry["result"]["frequent_itemsets"]}
+        assert got == want, party
+    assert elapsed >= (hops / 2 + 1) * RTT
+
+
+def test_namespaces_are_private(bed: NetnsConsortium) -> None:
+    # Every address the test bed uses is on the relay or inside its own namespaces.
+    for settings in bed.settings.values():
+        for name in settings.consortium.names:
+            host = settings.consortium.party(name).host
+            assert host.startswith("10.") and host.endswith(".1.1"), host
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=10)
+    assert all(ns in listed.stdout for ns in bed._created)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="ppdm/parties/grpc_net.py sets grpc.min_reconnect_backoff_ms=200, which gRPC "
+    "also uses as its minimum connect timeout: a TLS + HTTP/2 handshake needs about two "
+    "round trips, so no connection opens at RTT >= ~120 ms (remove this marker once the "
+    "option is raised, e.g. to gRPC's default 20 s)",
+)
+def test_a_long_haul_link_can_start_a_job(bed: NetnsConsortium) -> None:
+    # Runs last: the failed connections of this test do not disturb the others.
+    bed.set_rtt(0.150)
+    try:
+        doc = bed.run_job("secure-sum", timeout=30)
+    finally:
+        bed.set_rtt(0.0)
+    assert doc["state"] == "succeeded", doc["error"]
