@@ -105,13 +105,17 @@ def channel_options(consortium: Consortium) -> list[tuple[str, Any]]:
         ("grpc.keepalive_timeout_ms", 10_000),
         ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
         ("grpc.initial_reconnect_backoff_ms", RECONNECT_BACKOFF_MS[0]),
-        ("grpc.min_reconnect_backoff_ms", RECONNECT_BACKOFF_MS[0]),
         ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MS[1]),
+        # gRPC takes this as the shortest time one connection attempt may take (TCP, TLS
+        # and the first SETTINGS frame): it must leave room for long round trips.
+        ("grpc.min_reconnect_backoff_ms", CONNECT_TIMEOUT_MS),
     ]
 
 
 #: First and largest delay (ms) between reconnection attempts to a peer's node.
 RECONNECT_BACKOFF_MS = (200, 2000)
+#: The least time one connection attempt gets (links of several hundred ms round trip).
+CONNECT_TIMEOUT_MS = 10_000
 
 
 def frame_bytes(consortium: Consortium) -> int:

@@ -50,7 +50,8 @@ __all__ = [
 ]
 
 JOB_SCHEMA = "ppdm.job/1"
-STATUS_TIMEOUT_S = 2.0  # one GetJobStatus call
+STATUS_TIMEOUT_S = 2.0  # one GetJobStatus call, beyond its long-poll wait
+STATUS_WAIT_S = 1.0  # how long a node may hold a status call while the job runs
 SILENT_GRACE_S = 4.0  # a silent node's grace once every other party has finished
 MAX_PARAM_DEPTH = 32
 
@@ -372,11 +373,12 @@ def run_job(
         return deadline is not None and time.perf_counter() - t0 > deadline
 
     with NodeClient(settings) as client:
-        # Phase 1: every member decides.
+        # Phase 1: every member decides (the calls go out at once: one round trip).
         waiting: list[str] = []
+        proposals = {p: client.stub(p).ProposeJob.future(request, timeout=10.0) for p in members}
         for p in members:
             try:
-                d = client.stub(p).ProposeJob(request, timeout=10.0)
+                d = proposals[p].result()
             except grpc.RpcError as exc:
                 decisions[p] = {"decision": "error", "rule": "", "reason": _rpc_error(exc)}
                 records[p] = _failed_record(f"job not accepted: {_rpc_error(exc)}")
@@ -406,11 +408,15 @@ def run_job(
                 on_wait(list(waiting), time.perf_counter() - t0)
             time.sleep(delay)
             delay = min(delay * 1.5, 1.0)
+            asked = {
+                p: client.stub(p).GetJobStatus.future(
+                    pb.JobStatusRequest(job_id=job_id), timeout=5.0
+                )
+                for p in waiting
+            }
             for p in list(waiting):
                 try:
-                    st = client.stub(p).GetJobStatus(
-                        pb.JobStatusRequest(job_id=job_id), timeout=5.0
-                    )
+                    st = asked[p].result()
                 except grpc.RpcError as exc:
                     records[p] = _failed_record(f"node unreachable ({_rpc_error(exc)})")
                     waiting.remove(p)
@@ -438,11 +444,15 @@ def run_job(
                         f"cancel failed ({_rpc_error(exc)})", state="cancelled"
                     )
             return document()
-        # Phase 2: start everywhere.
+        # Phase 2: start everywhere, at once.
         pending: list[str] = []
+        starts = {
+            p: client.stub(p).StartJob.future(pb.JobRef(job_id=job_id), timeout=10.0)
+            for p in members
+        }
         for p in members:
             try:
-                client.stub(p).StartJob(pb.JobRef(job_id=job_id), timeout=10.0)
+                starts[p].result()
                 pending.append(p)
             except grpc.RpcError as exc:
                 records[p] = _failed_record(f"job not started: {_rpc_error(exc)}")
@@ -452,18 +462,29 @@ def run_job(
                     client.stub(p).CancelJob(pb.JobRef(job_id=job_id), timeout=5.0)
         first_error: dict[str, float] = {}
         delay = 0.02
+        quick = False
         while pending:
             if over_deadline():
                 for p in pending:
                     records[p] = _failed_record(f"still running after the {deadline:g} s deadline")
                 break
-            time.sleep(delay)
-            delay = min(delay * 1.5, 0.25)
+            if quick:  # the last answers came back at once: do not spin
+                time.sleep(delay)
+                delay = min(delay * 1.5, 0.25)
+            # Long polls, all at once: each node answers when its side ends (or after
+            # STATUS_WAIT_S), so the outcome arrives half a round trip after the job ends.
+            asked_at = time.perf_counter()
+            polls = {
+                p: client.stub(p).GetJobStatus.future(
+                    pb.JobStatusRequest(job_id=job_id, wait_s=STATUS_WAIT_S),
+                    timeout=STATUS_TIMEOUT_S + STATUS_WAIT_S,
+                )
+                for p in pending
+            }
+            finished_any = False
             for p in list(pending):
                 try:
-                    status = client.stub(p).GetJobStatus(
-                        pb.JobStatusRequest(job_id=job_id), timeout=STATUS_TIMEOUT_S
-                    )
+                    status = polls[p].result()
                 except grpc.RpcError as exc:
                     # A refused connection is a dead node. A node that stops answering
                     # (timeouts: frozen, overloaded) is given the job timeout -- its peers'
@@ -487,11 +508,13 @@ def run_job(
                 first_error.pop(p, None)
                 if status.state == pb.JOB_STATE_RUNNING:
                     continue
+                finished_any = True
                 if status.state in (pb.JOB_STATE_UNKNOWN, pb.JOB_STATE_UNSPECIFIED):
                     records[p] = _failed_record("node lost the job (restarted?)")
                 else:
                     records[p] = _party_record(status)
                 pending.remove(p)
+            quick = not finished_any and time.perf_counter() - asked_at < STATUS_WAIT_S / 2
     return document()
 
 

@@ -122,6 +122,7 @@ FAILED_DRAIN_S = 2.0  # how long a failed job waits for its outgoing streams to 
 #: ``max_streams_per_peer`` in the settings' ``[limits]`` overrides it.
 MAX_STREAMS_PER_PEER = NodeLimits.max_streams_per_peer
 MAX_AUDIT_HISTORY = 10_000
+MAX_STATUS_WAIT_S = 2.0  # the longest GetJobStatus long poll
 MAX_ROSTER_BYTES = 4 << 20  # a pushed roster (inline certificates: ~1 kB per member)
 
 STATE_NAMES: dict[int, str] = {
@@ -1391,6 +1392,8 @@ class _Servicer(party_pb2_grpc.PartyServicer):
                 grpc.StatusCode.PERMISSION_DENIED,
                 f"party {caller!r} is not a member of job {request.job_id!r}",
             )
+        if request.wait_s > 0 and job.state == pb.JOB_STATE_RUNNING:
+            job.done.wait(min(request.wait_s, MAX_STATUS_WAIT_S))
         status = job.status(self.node.name, show_result=self.node.may_see_result(job, caller))
         limit = self.node.consortium.max_message_bytes
         if status.ByteSize() > limit:

@@ -97,8 +97,9 @@ def test_cli_job_run_writes_the_document(bed, tmp_path):
         "10",
     )
     assert proc.returncode == 0, proc.stderr
-    doc = json.loads(proc.stdout)
-    assert json.loads(out.read_text()) == doc
+    doc = json.loads(out.read_text())
+    # the terminal gets a short summary, the file the whole document
+    assert "succeeded" in proc.stdout and len(proc.stdout) < 4000
     inputs = {p: v["secure_sum"] for p, v in bed.private_inputs().items()}
     assert doc["parties"]["carol"]["result"]["sum"] == sum(inputs.values())
     health = ppdm_cli("party", "health", "--settings", str(bed.settings_path("carol")))
@@ -121,10 +122,10 @@ def test_cli_failed_job_exits_nonzero_and_writes_no_output(bed, tmp_path):
     )
     assert proc.returncode == 1
     assert not out.exists()
-    doc = json.loads(proc.stdout)
     # Every node's input check refuses a modulus that cannot hold its input.
-    assert doc["state"] == "refused" and doc["failed_parties"] == list(PARTIES)
+    assert "refused" in proc.stdout
     assert proc.stderr.strip().count("\n") == 0 and "refused" in proc.stderr
+    assert all(f"{p}: refused" in proc.stderr for p in PARTIES), proc.stderr
 
 
 def _stub(bed, key: bytes | None, cert: bytes | None, ca: bytes | None = None):
@@ -231,7 +232,6 @@ def test_killing_a_node_mid_job_ends_the_job_everywhere(tmp_path):
     # A transport test, not a governance one: the open policy lets the survivors run a
     # two-party sum afterwards.
     with GrpcTestbed(PARTIES, tmp_path / "bed", timeout=timeout, policy=OPEN_POLICY_TOML) as bed:
-        out = tmp_path / "out.json"
         cli = subprocess.Popen(
             [
                 sys.executable,
@@ -248,8 +248,6 @@ def test_killing_a_node_mid_job_ends_the_job_everywhere(tmp_path):
                 "delay_s=0.01",
                 "--timeout",
                 str(timeout),
-                "--output",
-                str(out),
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -268,8 +266,7 @@ def test_killing_a_node_mid_job_ends_the_job_everywhere(tmp_path):
                 cli.kill()
         assert cli.returncode == 1, stderr
         assert elapsed < 2 * timeout
-        assert not out.exists()
-        doc = json.loads(stdout)
+        doc = json.loads(stdout)  # without --output the document goes to stdout
         assert doc["state"] == "failed" and doc["ok"] is False
         assert doc["failed_party"] == "bob"
         assert "unreachable" in doc["parties"]["bob"]["error"]

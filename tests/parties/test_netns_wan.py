@@ -215,15 +215,9 @@ def test_namespaces_are_private(bed: NetnsConsortium) -> None:
     assert all(ns in listed.stdout for ns in bed._created)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ppdm/parties/grpc_net.py sets grpc.min_reconnect_backoff_ms=200, which gRPC "
-    "also uses as its minimum connect timeout: a TLS + HTTP/2 handshake needs about two "
-    "round trips, so no connection opens at RTT >= ~120 ms (remove this marker once the "
-    "option is raised, e.g. to gRPC's default 20 s)",
-)
 def test_a_long_haul_link_can_start_a_job(bed: NetnsConsortium) -> None:
-    # Runs last: the failed connections of this test do not disturb the others.
+    # A TLS + HTTP/2 handshake takes about two round trips: every connection attempt
+    # gets CONNECT_TIMEOUT_MS (gRPC's min_reconnect_backoff_ms), so a 150 ms link works.
     bed.set_rtt(0.150)
     try:
         doc = bed.run_job("secure-sum", timeout=30)

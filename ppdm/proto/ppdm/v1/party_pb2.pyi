@@ -92,10 +92,12 @@ class JobAccepted(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., party: _Optional[str] = ...) -> None: ...
 
 class JobStatusRequest(_message.Message):
-    __slots__ = ("job_id",)
+    __slots__ = ("job_id", "wait_s")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    WAIT_S_FIELD_NUMBER: _ClassVar[int]
     job_id: str
-    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+    wait_s: float
+    def __init__(self, job_id: _Optional[str] = ..., wait_s: _Optional[float] = ...) -> None: ...
 
 class StepMetrics(_message.Message):
     __slots__ = ("step", "messages_sent", "messages_received", "bytes_sent", "bytes_received", "wall_time_s")
