@@ -1,12 +1,14 @@
 """Hospitals cluster their shared patients without pooling their records.
 
 The scenario (vertical partitioning, Vaidya & Clifton 2003): three hospitals hold
-different measurements of the same 442 diabetes patients (scikit-learn's diabetes data,
-shipped with scikit-learn): the general hospital has age, sex, BMI and blood pressure, the
-laboratory has three blood serum measurements and the clinic the other three. The records
-are already aligned on a common ``record_id`` (private record alignment, the ``align``
-parameter of the job, can do this step too). They want k-means clusters of the patients
-over all ten attributes, and each hospital's data owner sets a policy:
+different measurements of diabetes patients (scikit-learn's diabetes data, shipped with
+scikit-learn): the general hospital has age, sex, BMI and blood pressure, the laboratory
+has three blood serum measurements and the clinic the other three. Each hospital has seen
+only some of the 442 patients (overlapping sets, each file in its own order, with its own
+patient ids), and none may tell the others which patients it has. One job first aligns
+the records privately (``align=true``: an OT-based private set intersection of the
+patient ids; every hospital learns only the common patients) and then runs k-means over
+all ten attributes of the common patients. Each hospital's data owner sets a policy:
 
 * only the ``kmeans`` job may read the records, and only the hospital's own clinical
   columns (in this vertical setting each node checks the job's columns that its file
@@ -63,9 +65,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="ppdm-hospitals-") as tmp:
         work = Path(tmp)
         data = {}
+        held: dict[str, set[str]] = {}
+        rng = np.random.default_rng(7)
         for name, cols in HOSPITALS.items():
             path = work / f"{name}.csv"
-            table = patients[["record_id", *cols]].copy()  # the hospital's own file
+            seen = rng.random(len(patients)) < 0.85  # the patients this hospital has seen
+            table = patients.loc[seen, ["record_id", *cols]].sample(frac=1.0, random_state=1)
+            held[name] = set(table["record_id"])
             if name == "general":
                 table["postcode"] = [f"{2000 + i % 97:05d}" for i in range(len(table))]
             table.to_csv(path, index=False)
@@ -80,6 +86,7 @@ def main() -> None:
             print(f"hospitals {', '.join(HOSPITALS)} running on 127.0.0.1, each under its policy")
             params = {
                 "mode": "vertical",
+                "align": True,  # private record alignment first
                 "k": K,
                 "columns": columns,
                 "max_iter": 100,
@@ -89,8 +96,13 @@ def main() -> None:
             if doc["state"] != "succeeded":
                 raise SystemExit(f"kmeans {doc['state']}: {doc['error']}")
             result = doc["parties"]["general"]["result"]
+            common = sorted(set.intersection(*held.values()))
             print(
-                f"k-means over {len(columns)} attributes of {len(patients)} patients: "
+                f"aligned privately: {len(common)} patients common to all three "
+                f"(of {', '.join(str(len(h)) for h in held.values())} seen)"
+            )
+            print(
+                f"k-means over {len(columns)} attributes of {len(common)} patients: "
                 f"{result['iterations']} iterations, converged={result['converged']}, "
                 f"cluster sizes {result['cluster_sizes']}"
             )
@@ -98,8 +110,10 @@ def main() -> None:
             for name, rec in doc["parties"].items():
                 print(f"  {name:<10} sees centres on {rec['result']['columns']}")
 
-            # The oracle: scikit-learn on the pooled table, from the same first k records.
-            x = patients[columns].to_numpy(dtype=float)
+            # The oracle: scikit-learn on the pooled records of the common patients (in the
+            # alignment's order, the sorted ids), from the same first k records.
+            pooled = patients.set_index("record_id").loc[common]
+            x = pooled[columns].to_numpy(dtype=float)
             ref = KMeans(K, init=x[:K], n_init=1, max_iter=100, tol=0.0, algorithm="lloyd")
             ref.fit(x)
             ours = np.concatenate(
