@@ -13,7 +13,13 @@ from ppdm.errors import ConfigError
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "consortium", help="create or check a consortium (roster, CA, keys, settings)"
+        "consortium",
+        help="create or check a consortium (roster, CA, keys, settings)",
+        description=(
+            "Write a testbed consortium (init), check a roster or settings file (check), "
+            "and change the membership with rosters signed by the consortium CA "
+            "(add-party, remove-party, rotate-cert, sign, push); see docs/deployment.md."
+        ),
     )
     sub = parser.add_subparsers(dest="consortium_command", metavar="ACTION")
     sub.required = True
@@ -143,6 +149,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     check = sub.add_parser(
         "check",
         help="check a consortium file (or a party's settings file) and print its roster",
+        description=(
+            "Load a consortium file, or a party's settings file and the roster it names, "
+            "with every check a node makes at start (certificates, signature, addresses), "
+            "and print the roster as JSON: name, version, whether it is signed, members."
+        ),
     )
     check.add_argument("file", help="consortium.toml, or a party settings file")
     check.set_defaults(handler=_check)

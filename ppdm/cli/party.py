@@ -9,7 +9,15 @@ from ppdm.cli._output import load_settings, write_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("party", help="run or query party nodes")
+    parser = subparsers.add_parser(
+        "party",
+        help="run or query party nodes",
+        description=(
+            "Run this party's node (serve), or ask the consortium's nodes whether they are "
+            "up (health). A node serves jobs over gRPC with mutual TLS under its owner's "
+            "policy; see docs/deployment.md."
+        ),
+    )
     sub = parser.add_subparsers(dest="party_command", metavar="ACTION")
     sub.required = True
 
@@ -43,7 +51,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     serve.set_defaults(handler=_serve)
 
-    hl = sub.add_parser("health", help="ask every node of the consortium whether it is up")
+    hl = sub.add_parser(
+        "health",
+        help="ask every node of the consortium whether it is up",
+        description=(
+            "Ask every node of the consortium (or, with --self, only your own) for its "
+            "health as your party, over mutual TLS. Prints one JSON record per node (up, "
+            "version, running jobs, roster version, certificate expiry) and warns 30 days "
+            "before any member's certificate expires; exit 1 if a node is not up."
+        ),
+    )
     hl.add_argument("--settings", required=True, help="your party's settings file")
     hl.add_argument("--timeout", type=float, default=5.0, help="seconds per node")
     hl.add_argument(
