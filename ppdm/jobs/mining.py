@@ -535,19 +535,7 @@ def run_assoc(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> dic
     if mode == "horizontal":
         result = _horizontal_assoc(net, db, opts, ctx)
     else:
-        from ppdm.mining.vertical_rules import vertical_association_rules
-
-        if len(net.parties) < 2:
-            raise ConfigError("vertical association rules need at least two parties")
-        result = vertical_association_rules(
-            net,
-            db,
-            min_support=opts["min_support"],
-            min_confidence=opts["min_confidence"],
-            method=opts["method"],
-            max_len=opts["max_len"],
-            progress=ctx.progress,
-        )
+        result = _vertical_assoc(net, db, opts, ctx)
     out: dict[str, Any] = {"mode": mode, "party": net.me, **result.to_json()}
     if opts["report_local"]:
         out["local"] = {"transactions": db.n_transactions, "items": db.n_items}
@@ -932,18 +920,15 @@ def read_id_transactions(
     return ids, from_transactions(rows)
 
 
-def _aligned_assoc(net: Network, opts: Mapping[str, Any], ctx: PartyContext) -> dict[str, Any]:
-    """Vertical association rules after private record alignment: every party's file
-    lists its own transactions, each line starting with the transaction id."""
+def _vertical_assoc(
+    net: Network, db: TransactionDB, opts: Mapping[str, Any], ctx: PartyContext
+) -> Any:
+    """Vaidya & Clifton vertical association rules on this party's item columns."""
     from ppdm.mining.vertical_rules import vertical_association_rules
-    from ppdm.protocols.psi import align
 
     if len(net.parties) < 2:
         raise ConfigError("vertical association rules need at least two parties")
-    ids, db = read_id_transactions(ctx.data_path(opts["data"]), fmt=opts["format"], sep=opts["sep"])
-    common = align(net, ids, method=opts["align_method"])
-    db = db.subset(common.rows)
-    result = vertical_association_rules(
+    return vertical_association_rules(
         net,
         db,
         min_support=opts["min_support"],
@@ -952,6 +937,19 @@ def _aligned_assoc(net: Network, opts: Mapping[str, Any], ctx: PartyContext) -> 
         max_len=opts["max_len"],
         progress=ctx.progress,
     )
+
+
+def _aligned_assoc(net: Network, opts: Mapping[str, Any], ctx: PartyContext) -> dict[str, Any]:
+    """Vertical association rules after private record alignment: every party's file
+    lists its own transactions, each line starting with the transaction id."""
+    from ppdm.protocols.psi import align
+
+    if len(net.parties) < 2:
+        raise ConfigError("vertical association rules need at least two parties")
+    ids, db = read_id_transactions(ctx.data_path(opts["data"]), fmt=opts["format"], sep=opts["sep"])
+    common = align(net, ids, method=opts["align_method"])
+    db = db.subset(common.rows)
+    result = _vertical_assoc(net, db, opts, ctx)
     out: dict[str, Any] = {"mode": "vertical", "party": net.me, "aligned": len(common.ids)}
     out.update(result.to_json())
     if opts["report_local"]:
