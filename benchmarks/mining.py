@@ -15,6 +15,14 @@ Rows (baselines measured in the same run, on the pooled data):
   is the main row; ``reveal_counts`` is reported too;
 * vertical association rules (Vaidya & Clifton), mushroom's 119 items split 60/59
   between 2 parties, minimum support 30%, over gRPC; goal <= 60 s;
+* vertical association rules, fast paths (issue 14): BMS-WebView-1 at 0.5% between 2
+  parties with the default column dot products against the previous path
+  (``method="gilboa"``, one correlated OT per candidate and transaction) in the same run,
+  in process: seconds and bytes (goals >= 5x faster, >= 10x fewer bytes; the bytes per
+  candidate and transaction go to the JSON); and 3 parties (mushroom at 30% and BMS1 at
+  0.5%, items in thirds; GMW-style counting for candidates over all three) against the
+  same data between 2 parties (goal: within 2x), in process and over gRPC (the ``assoc``
+  job). ``--quick``: 15,000 BMS1 rows at 1%, mushroom at 50%;
 * horizontal and vertical k-means, 10,000 records (Gaussian blobs, 6 attributes),
   k = 5, 3 parties, ``first-k`` initialization: seconds per iteration (the job's whole
   wall time divided by its iterations, so setup is included), in process and over gRPC;
@@ -318,6 +326,157 @@ def assoc_rows(report: Report, fimi: Path, tmp: Path, quick: bool, bed: Any) -> 
         report.extra[f"vassoc_mushroom_2p_{pct}_grpc_bytes"] = _bytes(doc)
 
 
+def _vertical_sim(
+    src: Path, tmp: Path, parties: list[str], s: float, conf: float = 0.5, **kw: Any
+) -> tuple[float, int, Any]:
+    """Vertical association rules in process (items split at random among ``parties``
+    with ``ppdm partition``'s split), timed: seconds, bytes sent by all, the result."""
+    from ppdm.jobs.mining import read_transactions
+    from ppdm.mining.vertical_rules import vertical_association_rules
+    from ppdm.parties.local import simulate
+
+    out = tmp / f"{src.stem}_v{len(parties)}"
+    manifest = partition_file(src, out, parties=parties, mode="vertical", seed=1)
+    dbs = {p: read_transactions(out / manifest["parties"][p]["file"]) for p in parties}
+
+    def run() -> Any:
+        return simulate(
+            lambda net, db: vertical_association_rules(
+                net, db, min_support=s, min_confidence=conf, **kw
+            ),
+            dbs,
+            timeout=900,
+        )
+
+    seconds, sim = timed(run)
+    return seconds, sum(t["bytes_sent"] for t in sim.totals.values()), sim.results
+
+
+def _check_vertical(results: dict, want: dict[frozenset, int], what: str) -> Any:
+    for party, res in results.items():
+        if res.itemsets != want:
+            raise SystemExit(f"{what} at {party}: itemsets or counts differ from the oracle")
+    return next(iter(results.values()))
+
+
+def vertical_fast_rows(report: Report, fimi: Path, tmp: Path, quick: bool) -> dict[str, Any]:
+    """Issue 14: vertical association rules, the default paths (column dot products with
+    packed corrections; GMW-style AND-and-count over three parties) against the previous
+    two-party path (``method="gilboa"``: one correlated OT with a 64-bit correction per
+    candidate and transaction), in process, in the same run. Counts checked against the
+    centralized miners (pyfim, ppdm's local FP-growth and mlxtend, which must agree).
+    Returns each data set's minimum support and oracle counts for the gRPC rows."""
+    bms_s = 0.01 if quick else 0.005
+    bms = read_fimi_lines(tmp / "bms1.dat")  # make_partitions wrote it (a sample if quick)
+    want = fastest_centralized(bms, bms_s, sparse=False)["want"]
+    pct = f"{100 * bms_s:g}pct".replace(".", "_")
+    tag = f"vassoc_bms1_2p_{pct}"
+    report.extra[f"{tag}_rows"] = len(bms)
+    report.extra[f"{tag}_frequent_itemsets"] = len(want)
+    old_s, old_b, old = _vertical_sim(
+        tmp / "bms1.dat", tmp, PARTIES[:2], bms_s, method="gilboa", multiparty="intersection"
+    )
+    _check_vertical(old, want, "vertical gilboa")
+    new_s, new_b, new = _vertical_sim(tmp / "bms1.dat", tmp, PARTIES[:2], bms_s)
+    first = _check_vertical(new, want, "vertical ot")
+    cands = sum(lv["shared_candidates"] for lv in first.levels)
+    report.extra[f"{tag}_shared_candidates"] = cands
+    for name, b in (("gilboa", old_b), ("ot", new_b)):
+        report.extra[f"{tag}_{name}_bytes_per_candidate_transaction"] = b / (cands * len(bms))
+    report.add(
+        Row(
+            f"{tag}_local_s",
+            new_s,
+            "s",
+            old_s,
+            "same job, method=gilboa (before)",
+            ">= 5x faster",
+            higher_is_better=False,
+        )
+    )
+    report.add(
+        Row(
+            f"{tag}_local_bytes",
+            new_b,
+            "B",
+            old_b,
+            "same job, method=gilboa (before)",
+            ">= 10x fewer",
+            higher_is_better=False,
+        )
+    )
+    # Three parties against two on the same data (each of the two in the same run).
+    mush_s = 0.5 if quick else 0.3
+    mush = read_fimi_lines(fimi / "mushroom.dat")
+    cases = [
+        (
+            "mushroom",
+            fimi / "mushroom.dat",
+            mush_s,
+            fastest_centralized(mush, mush_s, sparse=False),
+        ),
+        ("bms1", tmp / "bms1.dat", bms_s, {"want": want}),
+    ]
+    for name, src, s, base in cases:
+        conf = 0.9 if name == "mushroom" else 0.5  # mushroom: as the row above
+        two_s = new_s if name == "bms1" else None
+        if two_s is None:
+            two_s, _, res = _vertical_sim(src, tmp, PARTIES[:2], s, conf)
+            _check_vertical(res, base["want"], f"vertical {name} 2 parties")
+        three_s, three_b, res = _vertical_sim(src, tmp, PARTIES, s, conf)
+        first = _check_vertical(res, base["want"], f"vertical {name} 3 parties")
+        spans = sum(lv["groups"].get("+".join(PARTIES), 0) for lv in first.levels)
+        key = f"vassoc_{name}_3p_{100 * s:g}pct".replace(".", "_")
+        report.extra[f"{key}_three_party_candidates"] = spans
+        report.extra[f"{key}_bytes"] = three_b
+        report.add(
+            Row(
+                f"{key}_local_s",
+                three_s,
+                "s",
+                two_s,
+                "the same data split between 2 parties",
+                "ratio >= 0.5 (within 2x)",
+                higher_is_better=False,
+            )
+        )
+    return {
+        name: (s, base["want"], 0.9 if name == "mushroom" else 0.5) for name, _, s, base in cases
+    }
+
+
+def vertical_fast_grpc_rows(report: Report, wants: dict[str, Any], bed: Any) -> None:
+    """Issue 14 over gRPC (``ppdm party serve`` processes, loopback, mTLS): the ``assoc``
+    job (default paths) on the same data between 2 and among 3 parties."""
+    for name, (s, want, conf) in wants.items():
+        v = {"mode": "vertical", "min_support": s, "min_confidence": conf}
+        two_s, doc = timed(
+            lambda v=v, n=name: bed.run_job(
+                "assoc", {**v, "data": f"{n}_v2"}, parties=PARTIES[:2], timeout=900
+            )
+        )
+        check_assoc(doc, want, conf, counts=True)
+        three_s, doc3 = timed(
+            lambda v=v, n=name: bed.run_job("assoc", {**v, "data": f"{n}_v3"}, timeout=900)
+        )
+        check_assoc(doc3, want, conf, counts=True)
+        pct = f"{100 * s:g}pct".replace(".", "_")
+        report.extra[f"vassoc_{name}_2p_{pct}_grpc_s"] = two_s
+        report.extra[f"vassoc_{name}_2p_{pct}_grpc_bytes"] = _bytes(doc)
+        report.extra[f"vassoc_{name}_3p_{pct}_grpc_bytes"] = _bytes(doc3)
+        report.add(
+            Row(
+                f"vassoc_{name}_3p_{pct}_grpc_s",
+                three_s,
+                "s",
+                two_s,
+                "the same data between 2 parties, gRPC",
+                "ratio >= 0.5 (within 2x)",
+                higher_is_better=False,
+            )
+        )
+
+
 def kmeans_rows(report: Report, tmp: Path, n: int, bed: Any) -> None:
     for mode in ("horizontal", "vertical"):
         key = f"blobs_{mode[0]}"
@@ -386,11 +545,17 @@ def make_partitions(tmp: Path, fimi: Path, quick: bool, n_records: int) -> dict[
     retail = read_fimi_lines(fimi / "retail.dat", 20000 if quick else None)
     write_fimi_lines(retail, tmp / "retail.dat")
     blobs_csv(n_records, tmp / "blobs.csv")
+    write_fimi_lines(read_fimi_lines(fimi / "BMS1.dat", 15000 if quick else None), tmp / "bms1.dat")
+    mushroom = str(fimi / "mushroom.dat")
     specs = {
         "retail_h": ("retail.dat", "horizontal", PARTIES),
         "mushroom_v": (str(fimi / "mushroom.dat"), "vertical", PARTIES[:2]),
         "blobs_h": ("blobs.csv", "horizontal", PARTIES),
         "blobs_v": ("blobs.csv", "vertical", PARTIES),
+        "mushroom_v2": (mushroom, "vertical", PARTIES[:2]),
+        "mushroom_v3": (mushroom, "vertical", PARTIES),
+        "bms1_v2": ("bms1.dat", "vertical", PARTIES[:2]),
+        "bms1_v3": ("bms1.dat", "vertical", PARTIES),
     }
     outs = {}
     for key, (source, mode, names) in specs.items():
@@ -413,6 +578,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         outs = make_partitions(tmp, fimi, quick, n_records)
+        wants = vertical_fast_rows(report, fimi, tmp, quick)
         if args.no_grpc:
             assoc_rows(report, fimi, tmp, quick, None)
             kmeans_rows(report, tmp, n_records, None)
@@ -437,6 +603,7 @@ def main() -> None:
             with bed:
                 bed.run_job("secure-sum")  # warm up the connections
                 assoc_rows(report, fimi, tmp, quick, bed)
+                vertical_fast_grpc_rows(report, wants, bed)
                 kmeans_rows(report, tmp, n_records, bed)
     report.extra["benchmark_wall_s"] = time.perf_counter() - t0
     report.finish(args.json)

@@ -84,7 +84,16 @@ def register_simulate(jobs: argparse._SubParsersAction) -> None:
         "and rules pass, decided by secure comparisons)",
     )
     assoc.add_argument(
-        "--method", default="ot", choices=["ot", "paillier"], help="vertical dot products"
+        "--method",
+        default="ot",
+        choices=["ot", "gilboa", "paillier"],
+        help="two-party vertical support counts (gilboa: the older, heavier OT path)",
+    )
+    assoc.add_argument(
+        "--multiparty",
+        default="gmw",
+        choices=["gmw", "intersection"],
+        help="vertical support counts over 3+ parties (intersection: the EC protocol)",
     )
     assoc.add_argument("--max-len", type=int, default=None, help="largest itemset size")
     assoc.add_argument(
@@ -255,6 +264,7 @@ def _simulate_assoc(args: argparse.Namespace) -> int:
         "min_confidence": args.min_confidence,
         "reveal_counts": args.reveal_counts,
         "method": args.method,
+        "multiparty": args.multiparty,
         "max_len": args.max_len,
         "label_bytes": args.label_bytes,
         "format": fmt,

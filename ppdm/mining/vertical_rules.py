@@ -12,24 +12,40 @@ Apriori runs on the public candidate lattice; the support of a candidate ``Z`` i
 according to who owns its items:
 
 - all items at one party: that party counts it locally and shares the count;
-- items at two parties ``a`` and ``b``: the dot product of ``a``'s and ``b``'s
-  transaction covers (the AND of their own columns), by default with the OT-based binary
-  dot product (:func:`ppdm.protocols.dot_product_ot.binary_dot_product`, one correlated
-  OT per transaction; all candidates of a level in one batch), or with Paillier
-  (:func:`ppdm.protocols.dot_product_paillier.dot_product_paillier`, ``method="paillier"``:
-  one encryption per transaction and distinct ``a``-part; slow, for comparison);
-- items at three or more parties: the secure intersection cardinality of the owners' sets
-  of covering transaction ids (:mod:`ppdm.protocols.intersection`), among the owners only.
+- items at two or more parties (``method="ot"``, the default): the owners count the
+  transactions where all their parts' covers (the AND of each owner's own columns) are 1
+  with :func:`ppdm.protocols.gmw.multiparty_and_counts`, all candidates of a level and
+  owner set in one batch. Two owners: one random OT per transaction and *distinct part*
+  of the choosing owner serves every candidate over that part, each candidate costing
+  only its packed correction of ``l`` bits per transaction, ``l`` the bits of a public
+  bound of its support, the smallest published support of its subsets one item smaller
+  (:func:`ppdm.protocols.dot_product_ot.column_product_shares`);
+  three or more owners: the same products chained GMW-style over additive shares;
+- ``method="gilboa"``: the previous two-party path, one correlated OT with a 64-bit
+  correction per transaction *and candidate* (:func:`ppdm.protocols.dot_product_ot.binary_dot_product`),
+  kept for comparison; ``method="paillier"``: Paillier dot products
+  (:func:`ppdm.protocols.dot_product_paillier.dot_product_paillier`; slow, for comparison);
+- with ``multiparty="intersection"`` (and always with ``gilboa``/``paillier`` when asked
+  for), candidates over three or more owners use the secure intersection cardinality of
+  the owners' sets of covering transaction ids (:mod:`ppdm.protocols.intersection`,
+  elliptic-curve commutative encryption), among the owners only.
 
 Leakage (semi-honest): the support count of every candidate itemset is revealed to all
 parties (as in Vaidya & Clifton 2002, whose parties compare the scalar product with the
-threshold in the clear), from which the frequent itemsets and rules follow; plus, for
-candidates over three or more parties, the leakage of the intersection protocol to its
-evaluator (subset intersection sizes). No party sees another party's columns.
+threshold in the clear), from which the frequent itemsets and rules follow. The default
+protocols reveal nothing else (shares are uniform; the ring sizes follow from public
+counts); ``multiparty="intersection"`` adds that protocol's leakage to its evaluator
+(subset intersection sizes). No party sees another party's columns.
 
-Cost per level: one batched OT dot product per pair of parties that shares candidates
-(``N`` OTs per candidate, ~``(16 + 8) N`` bytes), one batched intersection per owner set of
-three or more parties, and broadcasts of the counts.
+Cost per level (default): per owner set, ``16 N`` bytes per distinct part of each
+choosing owner plus ``N * l / 8`` bytes per candidate (two owners; ``t(t-1)/2`` times that
+for ``t`` owners), ``N`` transactions; and broadcasts of the counts. Each level's entry in
+the result records ``shared_candidates`` (counted by two or more owners),
+``payload_bytes`` (all parties' protocol payload for them: OT matrices, corrections,
+shares; computed from public information, so every party and transport reports the same;
+message envelopes and the one-time OT setup excluded) and their ratio
+``bytes_per_candidate_transaction`` (about 1.4 on BMS-WebView-1; about 24 with
+``method="gilboa"``; ``None`` for Paillier and the intersection protocol).
 """
 
 from __future__ import annotations
@@ -79,17 +95,22 @@ def vertical_association_rules(
     *,
     min_support: float,
     min_confidence: float,
-    method: Literal["ot", "paillier"] = "ot",
+    method: Literal["ot", "gilboa", "paillier"] = "ot",
+    multiparty: Literal["gmw", "intersection"] = "gmw",
     max_len: int | None = None,
     paillier_key_bits: int = 2048,
     progress: Progress | None = None,
 ) -> AssocResult:
     """Frequent itemsets (with support counts) and rules of the vertically partitioned
     transactions (module docstring). ``db`` holds this party's own item columns for all
-    transactions, in the common transaction order."""
+    transactions, in the common transaction order. ``method`` and ``multiparty`` choose
+    the protocols (module docstring); every party must pass the same."""
+    if method not in ("ot", "gilboa", "paillier"):
+        raise ValueError(f"unknown method {method!r}")
+    if multiparty not in ("gmw", "intersection"):
+        raise ValueError(f"unknown multiparty protocol {multiparty!r}")
     from ppdm.protocols.dot_product_ot import binary_dot_product
     from ppdm.protocols.intersection import secure_intersection_cardinalities
-    from ppdm.protocols.ot.extension import OTSession
 
     min_count(min_support, 1)
     n = db.n_transactions
@@ -102,7 +123,7 @@ def vertical_association_rules(
     owner = {item: p for p in net.parties for item in schema[p]}
     threshold = min_count(min_support, n)
     prog = progress_or_null(progress)
-    sessions: dict[tuple[str, str], OTSession] = {}
+    sessions: dict[tuple[str, str], Any] = {}
     counts: dict[frozenset, int] = {}
     levels: list[dict[str, Any]] = []
     prev: list[tuple] = []
@@ -119,9 +140,10 @@ def vertical_association_rules(
             owners = tuple(p for p in net.parties if any(owner[x] == p for x in c))
             groups.setdefault(owners, []).append(c)
         level_counts: dict[tuple, int] = {}
+        payload = shared_cands = 0
         for gi, (owners, cands) in enumerate(sorted(groups.items())):
             gsub = sub.scoped(f"group{gi}")
-            got = _count_group(
+            got, cost = _count_group(
                 gsub,
                 net,
                 db,
@@ -129,12 +151,16 @@ def vertical_association_rules(
                 cands,
                 owner,
                 method,
+                multiparty,
                 sessions,
+                counts,
                 paillier_key_bits,
                 binary_dot_product,
                 secure_intersection_cardinalities,
-                OTSession,
             )
+            if cost is not None:
+                payload += cost
+                shared_cands += len(cands)
             level_counts.update(zip(cands, got, strict=True))
         large = sorted(c for c in candidates if level_counts[c] >= threshold)
         for c in large:
@@ -145,6 +171,11 @@ def vertical_association_rules(
                 "candidates": len(candidates),
                 "frequent": len(large),
                 "groups": {"+".join(o): len(c) for o, c in sorted(groups.items())},
+                "shared_candidates": shared_cands,
+                "payload_bytes": payload,
+                "bytes_per_candidate_transaction": (
+                    round(payload / (shared_cands * n), 4) if shared_cands and n else None
+                ),
             }
         )
         prog.advance()
@@ -164,31 +195,44 @@ def _count_group(
     cands: Sequence[tuple],
     owner: Mapping[Any, str],
     method: str,
+    multiparty: str,
     sessions: dict[tuple[str, str], Any],
+    counts: Mapping[frozenset, int],
     key_bits: int,
     binary_dot_product: Any,
     intersections: Any,
-    ot_session: Any,
-) -> list[int]:
+) -> tuple[list[int], int | None]:
     """Support counts of candidates whose items belong to exactly ``owners``; every party
-    calls this for every group in the same order and gets the counts."""
+    calls this for every group in the same order and gets the counts, and the payload
+    bytes of the counting protocol (``None`` for one owner and for the Paillier and
+    intersection paths), computed from public information: the same at every party."""
     me = net.me
     m = len(cands)
+    n = db.n_transactions
     announcer = owners[0]
+    shared = len(owners) > 1 and method == "ot" and (len(owners) == 2 or multiparty == "gmw")
+    plan = _shared_plan(n, owners, cands, owner, counts) if shared else None
+    cost: int | None = None
+    if plan is not None:
+        from ppdm.protocols.gmw import multiparty_and_bytes
+
+        cost = multiparty_and_bytes(n, plan[2], plan[3])
+    elif len(owners) == 2 and method == "gilboa":
+        cost = _gilboa_bytes(m, n)
     if me in owners:
         own_parts = [tuple(x for x in c if owner[x] == me) for c in cands]
         if len(owners) == 1:
             result = support_counts(db, own_parts).astype(np.int64)
+        elif plan is not None:
+            result = _shared_counts(net, root, db, plan, sessions)
         elif len(owners) == 2:
             a, b = owners
-            peer = b if me == a else a
             if method == "paillier":
                 result = _pair_paillier(net, db, own_parts, a, b, key_bits)
             else:
-                key = (a, b)
-                if key not in sessions:
-                    sessions[key] = ot_session(root.scoped(f"vassoc/ot-{a}-{b}"), peer)
-                result = _pair_ot(net, db, own_parts, a, b, sessions[key], binary_dot_product)
+                result = _pair_ot(
+                    net, db, own_parts, a, b, _session(root, sessions, a, b), binary_dot_product
+                )
         else:
             covers = [np.flatnonzero(db.cover(part)) for part in own_parts]
             result = np.asarray(
@@ -197,15 +241,88 @@ def _count_group(
         others = [p for p in net.parties if p not in owners]
         if me == announcer and others:
             net.broadcast("counts", result, to=others)
-        return [int(v) for v in result]
+        return [int(v) for v in result], cost
     got = net.receive(announcer, "counts", expect=np.ndarray)
-    if (
-        got.dtype != np.int64
-        or got.shape != (m,)
-        or (m and (got.min() < 0 or got.max() > db.n_transactions))
-    ):
+    if got.dtype != np.int64 or got.shape != (m,) or (m and (got.min() < 0 or got.max() > n)):
         raise ProtocolError(announcer, "counts", f"expected {m} valid counts")
-    return [int(v) for v in got]
+    return [int(v) for v in got], cost
+
+
+def _session(root: Network, sessions: dict[tuple[str, str], Any], a: str, b: str) -> Any:
+    """The job's OT session between ``a`` and ``b`` (consortium order), made on first use."""
+    from ppdm.protocols.ot.extension import OTSession
+
+    key = (a, b) if root.parties.index(a) < root.parties.index(b) else (b, a)
+    if key not in sessions:
+        me = root.me
+        sessions[key] = OTSession(root.scoped(f"vassoc/ot-{key[0]}-{key[1]}"), b if me == a else a)
+    return sessions[key]
+
+
+def _shared_plan(
+    n: int,
+    owners: tuple[str, ...],
+    cands: Sequence[tuple],
+    owner: Mapping[Any, str],
+    counts: Mapping[frozenset, int],
+) -> tuple[list[str], dict[str, list[tuple]], np.ndarray, np.ndarray]:
+    """The public inputs of :func:`~ppdm.protocols.gmw.multiparty_and_counts` for a group:
+    the owners' order, each owner's distinct parts, the candidates' part indices and the
+    bounds (:func:`_bound`)."""
+    parts = {p: [tuple(x for x in c if owner[x] == p) for c in cands] for p in owners}
+    distinct = {p: sorted(set(parts[p])) for p in owners}
+    # Choosers (later in the order) should have few distinct parts: their OTs are reused.
+    order = sorted(owners, key=lambda p: (-len(distinct[p]), owners.index(p)))
+    index = np.zeros((len(cands), len(order)), dtype=np.int64)
+    for k, p in enumerate(order):
+        at = {part: i for i, part in enumerate(distinct[p])}
+        index[:, k] = [at[part] for part in parts[p]]
+    bounds = np.array([_bound(c, counts, n) for c in cands], dtype=np.int64)
+    return order, distinct, index, bounds
+
+
+def _bound(candidate: tuple, counts: Mapping[frozenset, int], n: int) -> int:
+    """A public upper bound of a candidate's support: the smallest published count of
+    its subsets one item smaller (all frequent, by Apriori's pruning), else ``n``."""
+    if len(candidate) < 2:
+        return n
+    whole = frozenset(candidate)
+    return min(counts.get(whole - {x}, n) for x in candidate)
+
+
+def _shared_counts(
+    net: Network,
+    root: Network,
+    db: TransactionDB,
+    plan: tuple[list[str], dict[str, list[tuple]], np.ndarray, np.ndarray],
+    sessions: dict[tuple[str, str], Any],
+) -> np.ndarray:
+    """Supports of candidates over two or more owners by
+    :func:`~ppdm.protocols.gmw.multiparty_and_counts`; only this party's columns are
+    private."""
+    from ppdm.protocols.gmw import multiparty_and_counts
+
+    order, distinct, index, bounds = plan
+    me = net.me
+    own = np.stack([db.cover(part) for part in distinct[me]]).astype(np.uint8)
+    mine = {p: _session(root, sessions, me, p) for p in order if p != me}
+    return multiparty_and_counts(
+        net.scoped("gmw"), own, owners=order, index=index, bounds=bounds, sessions=mine
+    )
+
+
+def _gilboa_bytes(m: int, n: int) -> int:
+    """Payload bytes of :func:`_pair_ot` for ``m`` candidates: per batch one IKNP
+    correlated OT per candidate and transaction (``u``, padded per chunk of ``2^19``)
+    with a 64-bit correction each, and the 8-byte shares both ways."""
+    per_batch = max(1, _BATCH_CELLS // max(n, 1))
+    total = 0
+    for start in range(0, m, per_batch):
+        ots = min(per_batch, m - start) * n
+        chunk = 1 << 19
+        total += sum(16 * (-(-min(chunk, ots - o) // 64) * 64) for o in range(0, ots, chunk))
+        total += 8 * ots + 16 * min(per_batch, m - start)
+    return total
 
 
 def _pair_ot(

@@ -10,8 +10,9 @@ minimum supports and confidences.
   holds some transactions; tested with published counts (``reveal_counts=True``) and in
   the private mode, where only the itemsets and the rules (without measures) are output.
 - Vertical (Vaidya & Clifton; seed 000 section 20.5): each party holds some items of all
-  transactions; two parties use the OT dot product, three or more the secure
-  intersection cardinality (EC-heavy, so those cases run on a few hundred rows).
+  transactions; candidates within two parties use the shared-OT column dot products,
+  over three or more the GMW-style chain (``tests/mining/test_vertical_fast.py`` covers
+  both at scale; the older intersection-cardinality path is kept as an option).
 
 The oracles read the FIMI files with a plain Python parser and never call ppdm's miners.
 """

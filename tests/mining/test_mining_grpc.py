@@ -51,6 +51,7 @@ def bed(tmp_path_factory, fimi_dir):
     for key, source, mode, names in [
         ("baskets_h", "baskets.dat", "horizontal", PARTIES),
         ("baskets_v", "baskets.dat", "vertical", PARTIES[:2]),
+        ("baskets_v3", "baskets.dat", "vertical", PARTIES),
         ("blobs_h", "blobs.csv", "horizontal", PARTIES),
         ("blobs_v", "blobs.csv", "vertical", PARTIES),
     ]:
@@ -158,6 +159,23 @@ def test_vertical_assoc_over_grpc(bed):
     assert doc["state"] == "succeeded", doc["error"]
     ref = _in_process("assoc", files, "baskets_v", params)
     _assoc_check(doc, ref, read_fimi(root / "baskets.dat"), ["alice", "bob"], counts=True)
+
+
+def test_vertical_assoc_three_parties_over_grpc(bed):
+    """Candidates spanning all three parties go through the GMW-style chain of OT
+    multiplications (issue 14, item 3); the result equals pyfim and mlxtend."""
+    testbed, files, root = bed
+    params = {
+        "mode": "vertical",
+        "min_support": SUPPORT,
+        "min_confidence": CONFIDENCE,
+        "data": "baskets_v3",
+        "multiparty": "gmw",
+    }
+    doc = testbed.run_job("assoc", params, parties=PARTIES, timeout=60)
+    assert doc["state"] == "succeeded", doc["error"]
+    ref = _in_process("assoc", files, "baskets_v3", params)
+    _assoc_check(doc, ref, read_fimi(root / "baskets.dat"), PARTIES, counts=True)
 
 
 def _kmeans_reference(x, init):

@@ -1,0 +1,455 @@
+"""The column dot products and the GMW-style AND-and-count (issue 14, items 2 and 3).
+
+- Correctness against plain numpy: the shares of :func:`column_product_shares` add up to
+  the products (per position and summed), :func:`column_dot_products` and
+  :func:`multiparty_and_counts` equal the plain AND counts for 2, 3 and 4 parties; the
+  bit packing round-trips at every width.
+- Bad peer messages (corrections of the wrong length, out-of-ring shares, shares that
+  open above the public bound) raise :class:`ProtocolError` naming the peer.
+- Views: what the choosing party receives does not depend on the sender's values, what
+  the sender receives does not depend on the choices, and a party of a three-party count
+  sees the same distribution for different inputs of the others with the same counts.
+  Each view test also runs with the pads zeroed and must then see the difference, so the
+  tests fail if a mask is dropped.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import chi2_contingency
+
+import ppdm.protocols.dot_product_ot as dpo
+from ppdm.errors import ProtocolError
+from ppdm.parties.local import LocalNetwork, run_local, simulate
+from ppdm.protocols.dot_product_ot import (
+    STEP_CORRECTIONS,
+    bit_widths,
+    column_dot_products,
+    column_product_shares,
+    gather_uint,
+    open_shares,
+    pack_uint,
+    packed_size,
+    unpack_uint,
+)
+from ppdm.protocols.gmw import multiparty_and_bytes, multiparty_and_counts
+from ppdm.protocols.ot.extension import OTSession
+
+NAMES = ["alice", "bob", "carol", "dave"]
+
+
+def _sessions(net: Any) -> dict[str, OTSession]:
+    return {p: OTSession(net, p) for p in net.others}
+
+
+def _plain_counts(cols: dict[str, np.ndarray], owners: list[str], index: np.ndarray) -> np.ndarray:
+    prod = np.ones((len(index), next(iter(cols.values())).shape[1]), dtype=np.int64)
+    for k, p in enumerate(owners):
+        prod *= cols[p][index[:, k]]
+    return prod.sum(axis=1)
+
+
+# -- packing -------------------------------------------------------------------------------
+
+
+@settings(max_examples=40)
+@given(st.integers(1, 32), st.integers(0, 40), st.integers(0, 2**32 - 1))
+def test_pack_round_trip(width: int, count: int, seed: int) -> None:
+    v = np.random.default_rng(seed).integers(0, 1 << width, count, dtype=np.uint64)
+    data = pack_uint(v, width)
+    assert data.dtype == np.uint8
+    assert data.size == packed_size(count, width)
+    if width <= 16:
+        assert data.size == -(-count * width // 8)
+    assert np.array_equal(unpack_uint(data, width, count), v)
+    at = np.random.default_rng(seed + 1).integers(0, max(count, 1), 10 if count else 0)
+    assert np.array_equal(gather_uint(data, width, count, at), v[at])
+
+
+def test_bit_widths_exact() -> None:
+    bounds = [0, 1, 2, 3, 4, 7, 8, 255, 256, 65535, 65536, 2**31, 2**32 - 1]
+    assert bit_widths(np.array(bounds)).tolist() == [max(1, b.bit_length()) for b in bounds]
+
+
+# -- correctness ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("group", [None, 700, 3000])
+@pytest.mark.parametrize("elementwise", [False, True])
+def test_column_product_shares_add_up(
+    elementwise: bool, group: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Also with the OTs of one column, or of four, per IKNP batch (``OT_GROUP``)."""
+    if group is not None:
+        monkeypatch.setattr(dpo, "OT_GROUP", group)
+    rng = np.random.default_rng(11)
+    n, m = 700, 90
+    values = rng.integers(0, 1 << 20, (m, n)).astype(np.uint32)
+    choices = (rng.random((6, n)) < 0.4).astype(np.uint8)
+    columns = rng.integers(0, 6, m)
+    widths = rng.integers(1, 21, m)
+
+    def party(net: Any, _: Any) -> np.ndarray:
+        s = OTSession(net, net.others[0])
+        kw = {"values": values} if net.me == "alice" else {"choices": choices}
+        return column_product_shares(
+            net,
+            sender="alice",
+            receiver="bob",
+            columns=columns,
+            widths=widths,
+            n=n,
+            session=s,
+            elementwise=elementwise,
+            **kw,
+        )
+
+    out = run_local(party, {"alice": 0, "bob": 0})
+    masks = (1 << widths.astype(np.int64)) - 1
+    prod = values.astype(np.int64) * choices[columns]
+    got = out["alice"].astype(np.int64) + out["bob"].astype(np.int64)
+    if elementwise:
+        assert np.array_equal(got & masks[:, None], prod & masks[:, None])
+    else:
+        assert np.array_equal(got & masks, prod.sum(axis=1) & masks)
+
+
+@settings(max_examples=12)
+@given(
+    st.integers(2, 4),
+    st.integers(1, 120),
+    st.integers(1, 30),
+    st.floats(0.05, 0.95),
+    st.integers(0, 2**32 - 1),
+)
+def test_multiparty_counts_equal_plain_and(
+    t: int, n: int, m: int, density: float, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    owners = NAMES[:t]
+    cols = {p: (rng.random((4, n)) < density).astype(np.uint8) for p in owners}
+    index = rng.integers(0, 4, (m, t))
+    want = _plain_counts(cols, owners, index)
+    # Public bounds: the smallest single-column count (what vertical mining uses).
+    bounds = np.min([cols[p].sum(axis=1)[index[:, k]] for k, p in enumerate(owners)], axis=0)
+
+    def party(net: Any, mine: np.ndarray) -> np.ndarray:
+        return multiparty_and_counts(
+            net,
+            mine,
+            owners=owners,
+            index=index,
+            bounds=bounds,
+            sessions=_sessions(net),
+            batch_cells=7 * n,  # several batches
+        )
+
+    for got in run_local(party, cols).values():
+        assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize(("t", "group"), [(2, None), (3, None), (3, 6000)])
+def test_payload_model_matches_the_wire(
+    t: int, group: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """:func:`multiparty_and_bytes` (what vertical mining reports) is the measured traffic
+    less the message envelopes and the one-time OT setup."""
+    if group is not None:
+        monkeypatch.setattr(dpo, "OT_GROUP", group)
+    rng = np.random.default_rng(t)
+    n, m = 3000, 40
+    owners = NAMES[:t]
+    cols = {p: (rng.random((3, n)) < 0.5).astype(np.uint8) for p in owners}
+    index = rng.integers(0, 3, (m, t))
+    bounds = rng.integers(100, n, m)
+    bounds = np.maximum(bounds, _plain_counts(cols, owners, index))
+
+    def party(net: Any, mine: np.ndarray) -> np.ndarray:
+        s = _sessions(net)
+        for sess in s.values():
+            sess.setup_both()
+        return multiparty_and_counts(
+            net, mine, owners=owners, index=index, bounds=bounds, sessions=s, batch_cells=13 * n
+        )
+
+    sim = simulate(party, cols)
+    setup = simulate(
+        lambda net, _: [s.setup_both() for s in _sessions(net).values()], dict.fromkeys(owners, 0)
+    )
+    sent = sum(x["bytes_sent"] for x in sim.totals.values())
+    messages = sum(x["messages_sent"] for x in sim.totals.values())
+    base = sum(x["bytes_sent"] for x in setup.totals.values())
+    base_messages = sum(x["messages_sent"] for x in setup.totals.values())
+    model = multiparty_and_bytes(n, index, bounds, batch_cells=13 * n)
+    assert model <= sent - base <= model + 200 * (messages - base_messages)
+
+
+def test_column_dot_products_many_columns() -> None:
+    rng = np.random.default_rng(3)
+    n = 2000
+    x = (rng.random((12, n)) < 0.1).astype(np.uint8)
+    y = (rng.random((5, n)) < 0.3).astype(np.uint8)
+    pairs = np.stack([rng.integers(0, 12, 150), rng.integers(0, 5, 150)], axis=1)
+    want = (x[pairs[:, 0]].astype(np.int64) * y[pairs[:, 1]]).sum(axis=1)
+
+    def party(net: Any, cols: np.ndarray) -> np.ndarray:
+        return column_dot_products(
+            net,
+            cols,
+            x_party="alice",
+            y_party="bob",
+            pairs=pairs,
+            bounds=np.full(150, n),
+            session=OTSession(net, net.others[0]),
+        )
+
+    sim = simulate(party, {"alice": x, "bob": y})
+    for got in sim.results.values():
+        assert np.array_equal(got, want)
+    # Traffic: IKNP's u for 5 distinct columns plus 11-bit corrections per product,
+    # far below the 24 bytes per product and position of one OT per product.
+    total = sum(t["bytes_sent"] for t in sim.totals.values())
+    assert total < 150 * n * 2
+
+
+def test_wide_counts_use_32_bit_rings() -> None:
+    """Bounds above 2^16 switch the shares to uint32 and two-run packing."""
+    n = 70_000
+    x = np.ones((1, n), dtype=np.uint8)
+    y = np.ones((1, n), dtype=np.uint8)
+    y[0, :5] = 0
+
+    def party(net: Any, cols: np.ndarray) -> np.ndarray:
+        return column_dot_products(
+            net,
+            cols,
+            x_party="alice",
+            y_party="bob",
+            pairs=np.array([[0, 0]]),
+            bounds=np.array([n]),
+            session=OTSession(net, net.others[0]),
+        )
+
+    for got in run_local(party, {"alice": x, "bob": y}).values():
+        assert got.tolist() == [n - 5]
+
+
+# -- bad peer messages -----------------------------------------------------------------------
+
+
+def test_bad_corrections_raise_protocol_error() -> None:
+    n = 300
+    y = np.ones((1, n), dtype=np.uint8)
+
+    def party(net: Any, _: Any) -> Any:
+        s = OTSession(net, net.others[0])
+        if net.me == "alice":  # a sender whose correction message is one byte short
+            s.sender.random(n, length=16)
+            net.send("bob", STEP_CORRECTIONS, np.zeros(packed_size(n, 9) - 1, np.uint8))
+            return None
+        return column_product_shares(
+            net,
+            sender="alice",
+            receiver="bob",
+            columns=np.array([0]),
+            widths=np.array([9]),
+            n=n,
+            session=s,
+            choices=y,
+        )
+
+    with pytest.raises(ProtocolError) as err:
+        simulate(party, {"alice": 0, "bob": 0}, timeout=20)
+    assert err.value.party == "alice" and err.value.step.endswith(STEP_CORRECTIONS)
+
+
+@pytest.mark.parametrize("bad", ["range", "bound", "dtype"])
+def test_bad_shares_raise_protocol_error(bad: str) -> None:
+    widths = np.array([4, 4])
+    bounds = np.array([3, 3])
+
+    def party(net: Any, _: Any) -> Any:
+        if net.me == "alice":
+            share = {
+                "range": np.array([16, 0], dtype=np.uint64),  # outside Z_16
+                "bound": np.array([9, 0], dtype=np.uint64),  # opens to 9 > 3
+                "dtype": np.array([1, 0], dtype=np.int64),
+            }[bad]
+            net.send("bob", "open", share)
+            return None
+        return open_shares(
+            net, np.zeros(2, np.uint64), widths=widths, bounds=bounds, to=["alice"], step="open"
+        )
+
+    with pytest.raises(ProtocolError) as err:
+        simulate(party, {"alice": 0, "bob": 0}, timeout=20)
+    assert err.value.party == "alice"
+
+
+# -- views -----------------------------------------------------------------------------------
+
+
+def _view(fn: Callable[[Any, Any], Any], inputs: dict[str, Any], observer: str) -> bytes:
+    """Everything ``observer`` receives in one run (in-process network)."""
+    net = LocalNetwork(list(inputs), job_id=uuid.uuid4().hex, timeout=60)
+    got: list[bytes] = []
+    ep = net.endpoint(observer)
+    original = ep.receive
+
+    def spy(frm: str, step: str, **kw: Any) -> Any:
+        value = original(frm, step, **kw)
+        if isinstance(value, np.ndarray):
+            got.append(np.ascontiguousarray(value).tobytes())
+        elif isinstance(value, bytes):
+            got.append(value)
+        return value
+
+    ep.receive = spy  # type: ignore[method-assign]
+    simulate(fn, inputs, network=net, timeout=60)
+    return b"".join(got)
+
+
+def _distinguishable(fn: Any, a: dict, b: dict, observer: str, runs: int = 6) -> bool:
+    """Whether ``observer``'s views under ``a`` and ``b`` differ (length or a chi-square
+    test on byte frequencies at p < 1e-6)."""
+    va = [_view(fn, a, observer) for _ in range(runs)]
+    vb = [_view(fn, b, observer) for _ in range(runs)]
+    if sorted(map(len, va)) != sorted(map(len, vb)):
+        return True
+    ha = np.bincount(np.frombuffer(b"".join(va), np.uint8), minlength=256)
+    hb = np.bincount(np.frombuffer(b"".join(vb), np.uint8), minlength=256)
+    keep = (ha + hb) > 0
+    if keep.sum() < 2:
+        return not np.array_equal(ha, hb)
+    return bool(chi2_contingency(np.vstack([ha[keep], hb[keep]])).pvalue < 1e-6)
+
+
+@pytest.fixture
+def zero_pads(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
+    """Weaken the protocol: every pad derived from the OT keys becomes 0."""
+
+    def weaken() -> None:
+        real = dpo._pads
+
+        def zeros(keys: np.ndarray, *args: Any) -> np.ndarray:
+            return np.zeros_like(real(keys, *args))
+
+        monkeypatch.setattr(dpo, "_pads", zeros)
+
+    return weaken
+
+
+def _pair_fn(n: int, m: int) -> Callable[[Any, Any], Any]:
+    columns = np.zeros(m, dtype=np.int64)
+    widths = np.full(m, 12)
+
+    def fn(net: Any, mine: np.ndarray) -> Any:
+        s = OTSession(net, net.others[0])
+        kw = {"values": mine} if net.me == "alice" else {"choices": mine}
+        return column_product_shares(
+            net,
+            sender="alice",
+            receiver="bob",
+            columns=columns,
+            widths=widths,
+            n=n,
+            session=s,
+            elementwise=True,
+            **kw,
+        )
+
+    return fn
+
+
+def test_receiver_view_independent_of_sender_values(zero_pads: Callable[[], None]) -> None:
+    n, m = 512, 8
+    fn = _pair_fn(n, m)
+    y = np.ones((1, n), dtype=np.uint8)
+    xa = np.zeros((m, n), dtype=np.uint16)
+    xb = np.full((m, n), 0xABC, dtype=np.uint16)
+    a, b = {"alice": xa, "bob": y}, {"alice": xb, "bob": y}
+    assert not _distinguishable(fn, a, b, "bob")
+    zero_pads()
+    assert _distinguishable(fn, a, b, "bob")
+
+
+def test_sender_view_independent_of_choices() -> None:
+    n, m = 512, 4
+    fn = _pair_fn(n, m)
+    x = np.ones((m, n), dtype=np.uint16)
+    a = {"alice": x, "bob": np.zeros((1, n), dtype=np.uint8)}
+    b = {"alice": x, "bob": np.ones((1, n), dtype=np.uint8)}
+    assert not _distinguishable(fn, a, b, "alice")
+
+
+def test_dot_product_views_depend_only_on_counts(zero_pads: Callable[[], None]) -> None:
+    """The two-party mining path (sums opened): bob's view is the same for alice's
+    columns with the same dot products; with the pads zeroed it is not."""
+    n = 512
+    pairs = np.array([[0, 0], [1, 0], [1, 1]])
+    bounds = np.full(3, n)
+
+    def fn(net: Any, cols: np.ndarray) -> Any:
+        return column_dot_products(
+            net,
+            cols,
+            x_party="alice",
+            y_party="bob",
+            pairs=pairs,
+            bounds=bounds,
+            session=OTSession(net, net.others[0]),
+        )
+
+    y = np.zeros((2, n), dtype=np.uint8)
+    y[0, :256] = 1
+    y[1, 128:384] = 1
+    xa = np.zeros((2, n), dtype=np.uint8)
+    xa[:, :64] = 1
+    xb = xa.copy()
+    xb[:, 400:] = 1  # where bob's columns are 0: the same dot products 64, 64, 0
+    a, b = {"alice": xa, "bob": y}, {"alice": xb, "bob": y}
+    assert run_local(fn, a)["bob"].tolist() == run_local(fn, b)["bob"].tolist()
+    assert not _distinguishable(fn, a, b, "bob")
+    zero_pads()
+    assert _distinguishable(fn, a, b, "bob")
+
+
+def test_three_party_views_depend_only_on_counts(zero_pads: Callable[[], None]) -> None:
+    """Settings with the same observer input and the same AND counts but different
+    columns of the others: bob (chooser of step 1) and carol (chooser of step 2) see the
+    same view distributions; with the pads zeroed they do not."""
+    n = 256
+    owners = ["alice", "bob", "carol"]
+    index = np.zeros((4, 3), dtype=np.int64)
+    bounds = np.full(4, n)
+
+    def fn(net: Any, mine: np.ndarray) -> Any:
+        return multiparty_and_counts(
+            net, mine, owners=owners, index=index, bounds=bounds, sessions=_sessions(net)
+        )
+
+    ones = np.ones((1, n), dtype=np.uint8)
+    first = np.zeros((1, n), dtype=np.uint8)
+    first[0, :100] = 1
+    for_bob = (
+        {"alice": ones, "bob": first, "carol": ones},
+        {"alice": first, "bob": first, "carol": ones},
+    )
+    for_carol = (
+        {"alice": ones, "bob": ones, "carol": first},
+        {"alice": first, "bob": first, "carol": first},
+    )
+    for a, b in (for_bob, for_carol):
+        assert run_local(fn, a)["alice"].tolist() == run_local(fn, b)["alice"].tolist() == [100] * 4
+    assert not _distinguishable(fn, *for_bob, "bob", runs=4)
+    assert not _distinguishable(fn, *for_carol, "carol", runs=4)
+    zero_pads()
+    assert _distinguishable(fn, *for_bob, "bob", runs=3)
+    assert _distinguishable(fn, *for_carol, "carol", runs=3)
