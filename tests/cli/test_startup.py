@@ -16,7 +16,7 @@ HEAVY = ["numpy", "pandas", "scipy", "matplotlib", "duckdb", "sklearn", "pyarrow
 def _loaded(code: str) -> list[str]:
     probe = (
         f"import sys\n{code}\nimport json\n"
-        f"print(json.dumps([m for m in {HEAVY + ['cryptography']!r} if m in sys.modules]))"
+        f"print(json.dumps([m for m in {[*HEAVY, 'cryptography']!r} if m in sys.modules]))"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True

@@ -4,6 +4,7 @@ hold more than its share of the node's server threads."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import resource
 import threading
@@ -142,7 +143,5 @@ def test_one_member_cannot_hold_every_server_thread(tmp_path):
         assert reply.party == "alice"
         release.set()
         for c in calls:
-            try:
+            with contextlib.suppress(grpc.RpcError):
                 c.result(timeout=20)
-            except grpc.RpcError:
-                pass
