@@ -61,9 +61,10 @@ from ppdm.mining.itemsets import (
 )
 from ppdm.parties.network import Network
 from ppdm.progress import Progress, progress_or_null
+from ppdm.protocols.ot.extension import OTSession
 from ppdm.protocols.secure_sum import secure_sum
 from ppdm.protocols.set_union import secure_set_union
-from ppdm.protocols.threshold import secure_sum_nonnegative
+from ppdm.protocols.threshold import compare_session, secure_sum_nonnegative
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +118,9 @@ def local_label_bytes(db: TransactionDB | LocalCounter) -> int:
     return max(1, max((int(x).bit_length() + 7) // 8 for x in labels))
 
 
-def agree_label_bytes(net: Network, db: TransactionDB | LocalCounter) -> int:
+def agree_label_bytes(
+    net: Network, db: TransactionDB | LocalCounter, *, session: OTSession | None = None
+) -> int:
     """The label width every party uses: the longest label at any party, rounded up to
     :data:`LABEL_WIDTHS`.
 
@@ -132,7 +135,7 @@ def agree_label_bytes(net: Network, db: TransactionDB | LocalCounter) -> int:
     above = np.array([int(need > w) for w in LABEL_WIDTHS[:-1]], dtype=np.int64)
     if net.me == net.parties[0]:
         above -= 1  # sum over the parties >= 0 iff at least one party needs more
-    some = secure_sum_nonnegative(net.scoped("assoc/label-width"), above)
+    some = secure_sum_nonnegative(net.scoped("assoc/label-width"), above, session=session)
     return LABEL_WIDTHS[int(np.count_nonzero(some))]
 
 
@@ -173,8 +176,11 @@ def horizontal_association_rules(
     else:
         counter = TransactionCounter(as_transaction_db(db, argument="db"))
     db = counter
+    # One OT session between the first and the last party serves every threshold test of
+    # the job (label widths, each level, the rules): its base OTs run once, not per test.
+    session = compare_session(net, "assoc/compare")
     if label_bytes is None:
-        label_bytes = agree_label_bytes(net, db)
+        label_bytes = agree_label_bytes(net, db, session=session)
     frac = confidence_fraction(min_confidence)
     prog = progress_or_null(progress)
     n_total = int(secure_sum(net.scoped("assoc/size"), int(db.n_transactions)))
@@ -220,7 +226,7 @@ def horizontal_association_rules(
                 excess = counts.copy()
                 if net.me == net.parties[0]:
                     excess -= threshold
-                large_mask = secure_sum_nonnegative(sub.scoped("test"), excess)
+                large_mask = secure_sum_nonnegative(sub.scoped("test"), excess, session=session)
                 totals = None
         else:
             large_mask = np.zeros(0, dtype=bool)
@@ -245,12 +251,16 @@ def horizontal_association_rules(
             {key: int(v) for key, v in frequent.items() if v is not None},
             levels,
         )
-    rules = _private_rules(net, local_of, list(frequent), frac)
+    rules = _private_rules(net, local_of, list(frequent), frac, session)
     return AssocResult(n_total, min_support, min_confidence, frequent, rules, False, levels)
 
 
 def _private_rules(
-    net: Network, local_of: dict[tuple, int], itemsets: list[frozenset], frac: Any
+    net: Network,
+    local_of: dict[tuple, int],
+    itemsets: list[frozenset],
+    frac: Any,
+    session: OTSession | None,
 ) -> list[dict[str, Any]]:
     """Confident rules decided by secure threshold tests, no count revealed. Both ``X | Y``
     and ``X`` are frequent, so this party's counts of them are already in ``local_of``."""
@@ -261,7 +271,7 @@ def _private_rules(
     z_counts = np.array([local_of[tuple(sorted(x | y))] for x, y in cands], dtype=np.int64)
     x_counts = np.array([local_of[tuple(sorted(x))] for x, _ in cands], dtype=np.int64)
     excess = q * z_counts - p * x_counts
-    ok = secure_sum_nonnegative(net.scoped("assoc/rules"), excess)
+    ok = secure_sum_nonnegative(net.scoped("assoc/rules"), excess, session=session)
     return [
         {"antecedent": sorted(x), "consequent": sorted(y)}
         for (x, y), good in zip(cands, ok, strict=True)

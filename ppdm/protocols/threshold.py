@@ -51,6 +51,17 @@ _V = 62
 _LOW = np.uint64((1 << _V) - 1)
 
 
+def compare_session(net: Network, scope: str) -> OTSession | None:
+    """The OT session :func:`secure_sum_nonnegative` may reuse across calls on ``net``:
+    at the first and the last party, one between the two on ``net.scoped(scope)``
+    (created lazily: its base OTs run at its first use); ``None`` at the others."""
+    parties = net.parties
+    if len(parties) < 2 or net.me not in (parties[0], parties[-1]):
+        return None
+    peer = parties[-1] if net.me == parties[0] else parties[0]
+    return OTSession(net.scoped(scope), peer)
+
+
 def secure_sum_nonnegative(
     net: Network, values: np.ndarray, *, session: OTSession | None = None
 ) -> np.ndarray:
