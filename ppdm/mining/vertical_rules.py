@@ -58,7 +58,13 @@ import numpy as np
 
 from ppdm.errors import ProtocolError
 from ppdm.mining.assoc_common import AssocResult, native_label
-from ppdm.mining.itemsets import TransactionDB, apriori_gen, min_count, support_counts
+from ppdm.mining.itemsets import (
+    TransactionDB,
+    apriori_gen,
+    as_transaction_db,
+    min_count,
+    support_counts,
+)
 from ppdm.parties.codec import ByteStrings
 from ppdm.parties.network import Network
 from ppdm.progress import Progress, progress_or_null
@@ -91,7 +97,7 @@ def _exchange_schema(net: Network, own: list) -> dict[str, list]:
 
 def vertical_association_rules(
     net: Network,
-    db: TransactionDB,
+    db: TransactionDB | Any,
     *,
     min_support: float,
     min_confidence: float,
@@ -103,8 +109,10 @@ def vertical_association_rules(
 ) -> AssocResult:
     """Frequent itemsets (with support counts) and rules of the vertically partitioned
     transactions (module docstring). ``db`` holds this party's own item columns for all
-    transactions, in the common transaction order. ``method`` and ``multiparty`` choose
-    the protocols (module docstring); every party must pass the same."""
+    transactions, in the common transaction order (a :class:`TransactionDB`, or anything
+    :func:`~ppdm.mining.itemsets.as_transaction_db` takes: a one-hot DataFrame of its
+    columns, lists of items). ``method`` and ``multiparty`` choose the protocols (module
+    docstring); every party must pass the same."""
     if method not in ("ot", "gilboa", "paillier"):
         raise ValueError(f"unknown method {method!r}")
     if multiparty not in ("gmw", "intersection"):
@@ -113,6 +121,7 @@ def vertical_association_rules(
     from ppdm.protocols.intersection import secure_intersection_cardinalities
 
     min_count(min_support, 1)
+    db = as_transaction_db(db, argument="db")
     n = db.n_transactions
     net.broadcast("vassoc/rows", n)
     for p, v in net.gather("vassoc/rows").items():
