@@ -225,8 +225,7 @@ def read_party_records(
         else:
             wanted = [c for c in columns if c in available or require_all]
         has_id = id_column is not None and id_column in available
-        if stream_ok and has_id and source.stream_records():
-            assert id_column is not None
+        if stream_ok and id_column is not None and has_id and source.stream_records():
             names = [c for c in wanted if c != id_column]
             streamed = source.streamed_records(names, id_column)
             return Records(streamed.ids, names, streamed)  # the source stays open

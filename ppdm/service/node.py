@@ -1175,7 +1175,8 @@ class PartyNode:
 
     def _run_job_logged(self, job: Job) -> None:
         spec = get_job(job.protocol)
-        assert job.endpoint is not None and job.links is not None
+        if job.endpoint is None or job.links is None:
+            raise RuntimeError(f"job {job.job_id!r} was started without its endpoint")
         state, result, error = pb.JOB_STATE_FAILED, None, None
         try:
             out = spec.run(job.endpoint, job.params, self._context())

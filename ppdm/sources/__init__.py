@@ -112,8 +112,8 @@ def check_source(data: Mapping[str, Any] | None, key: str, *, base_dir: Path, pa
         else:
             resolve_password(spec)
         return
-    assert spec.path is not None
-    if not (spec.path.is_file() or (spec.path.is_dir() and any(spec.path.rglob("*.parquet")))):
+    path = spec.file_path
+    if not (path.is_file() or (path.is_dir() and any(path.rglob("*.parquet")))):
         raise ConfigError(f"{spec.describe()}: not found")
 
 
@@ -139,13 +139,13 @@ def source_version(data: Mapping[str, Any] | None, key: str, *, base_dir: Path, 
     if spec.kind == "sql":
         h.update(json.dumps([spec.url, spec.table, spec.query]).encode())
         return h.hexdigest()
-    assert spec.path is not None
-    if spec.path.is_dir():
-        for f in sorted(spec.path.rglob("*.parquet")):
+    path = spec.file_path
+    if path.is_dir():
+        for f in sorted(path.rglob("*.parquet")):
             st = f.stat()
-            h.update(f"{f.relative_to(spec.path)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            h.update(f"{f.relative_to(path)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
         return h.hexdigest()
-    with spec.path.open("rb") as fh:
+    with path.open("rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()

@@ -100,6 +100,14 @@ class SourceSpec:
     engine: str = "auto"
 
     @property
+    def file_path(self) -> Path:
+        """The entry's path (files, Parquet datasets, SQLite); :class:`ConfigError` for an
+        entry without one."""
+        if self.path is None:
+            raise ConfigError(f"[data] {self.key}: a {self.kind} source needs a path")
+        return self.path
+
+    @property
     def scheme(self) -> str:
         """The SQL URL's scheme (``postgresql`` for ``postgres``)."""
         scheme = urlsplit(self.url or "").scheme.lower()

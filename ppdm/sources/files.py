@@ -369,8 +369,7 @@ class ParquetDatasetSource(DataSource):
         super().__init__(spec, **kw)
         if not _INT_TYPES:
             _init_int_types()
-        assert spec.path is not None
-        self._table = _ParquetTable(self, spec.path)
+        self._table = _ParquetTable(self, spec.file_path)
 
     def column_names(self) -> list[str]:
         return self._table.column_names()
@@ -404,8 +403,7 @@ class FileSource(DataSource):
 
     def __init__(self, spec: SourceSpec, *, fmt: str = "auto", sep: str = ",", **kw: Any) -> None:
         super().__init__(spec, **kw)
-        assert spec.path is not None
-        self.path = spec.path
+        self.path = spec.file_path
         self.fmt = spec.format if spec.format not in (None, "auto") else fmt
         self.sep = spec.sep or sep
         self._parquet: ParquetDatasetSource | None = None

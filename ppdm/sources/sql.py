@@ -63,11 +63,11 @@ class SqlSource(DataSource):
         if spec.scheme == "sqlite":
             import sqlite3
 
-            assert spec.path is not None
-            if not spec.path.is_file():
+            path = spec.file_path
+            if not path.is_file():
                 raise ConfigError(f"{self.describe()}: database file not found")
             try:
-                self._conn = sqlite3.connect(f"file:{quote(str(spec.path))}?mode=ro", uri=True)
+                self._conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
             except sqlite3.Error as exc:
                 raise self._failure(exc) from None
             return self._conn
