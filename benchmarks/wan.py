@@ -55,6 +55,11 @@ from ppdm.parties.local import LinkModel
 PARTIES = ["alice", "bob", "carol"]
 RTTS_MS = (20, 80)
 SLACK = 1.2  # the bound's "+ 20 %"
+#: Sequential round trips every job on real nodes makes besides its protocol: a fresh
+#: ``ppdm job run`` opens TCP (1) and TLS 1.3 (1) connections to every node at once, then
+#: proposes (1), starts (1) and receives the result by long poll (1) -- the data owner's
+#: two-phase start. Reported as a second bound beside the protocol-only one.
+JOB_CONTROL_ROUND_TRIPS = 5
 SUM_INPUTS = {"alice": 123456, "bob": -789, "carol": 42}
 
 
@@ -294,21 +299,23 @@ def in_process_rows(report: Report, cases: list[Case], repeat: int) -> list[str]
 
 def netns_rows(
     report: Report, cases: list[Case], hops: dict[str, int], workdir: Path, repeat: int
-) -> list[str]:
-    """The jobs on real nodes in network namespaces behind a delaying relay."""
+) -> tuple[list[str], list[str]]:
+    """The jobs on real nodes in network namespaces behind a delaying relay; returns the
+    jobs over the protocol-rounds bound and those over the bound with control rounds."""
     from ppdm.service.netns import NetnsConsortium, netns_unavailable
 
     reason = netns_unavailable()
     if reason is not None:
         print(f"netns rows skipped: {reason}")
         report.extra["netns_skipped"] = reason
-        return []
+        return [], []
     inputs = {p: {"secure_sum": v} for p, v in SUM_INPUTS.items()}
     data: dict[str, dict[str, str]] = {p: {} for p in PARTIES}
     for case in cases:
         for p, table in (case.node_data or {}).items():
             data[p].update(table)
     failed: list[str] = []
+    with_control: list[str] = []  # jobs over the bound that counts the control round trips
     with NetnsConsortium(PARTIES, workdir, inputs=inputs, data=data) as bed:
         for case in cases:
             times: dict[int, float] = {}
@@ -350,7 +357,15 @@ def netns_rows(
             failed += add_rows(
                 report, "netns", case, times[0], hops[case.tag], {k: times[k] for k in RTTS_MS}
             )
-    return failed
+            for rtt_ms in RTTS_MS:
+                rounds = hops[case.tag] / 2 + JOB_CONTROL_ROUND_TRIPS
+                limit = SLACK * (times[0] + rounds * rtt_ms / 1000)
+                holds = times[rtt_ms] <= limit
+                report.extra[f"netns_{case.tag}_rtt{rtt_ms}ms_bound_with_control_s"] = limit
+                report.extra[f"netns_{case.tag}_rtt{rtt_ms}ms_holds_with_control"] = holds
+                if not holds:
+                    with_control.append(f"netns {case.tag} at {rtt_ms} ms")
+    return failed, with_control
 
 
 def main() -> None:
@@ -376,10 +391,11 @@ def main() -> None:
         failed = in_process_rows(report, cases, repeat)
         hops = {c.tag: int(report.extra[f"inproc_{c.tag}_sequential_hops"]) for c in cases}
         failed_nodes: list[str] = []
+        with_control: list[str] = []
         if args.no_netns:
             report.extra["netns_skipped"] = "--no-netns"
         else:
-            failed_nodes = netns_rows(report, cases, hops, tmp / "netns", repeat)
+            failed_nodes, with_control = netns_rows(report, cases, hops, tmp / "netns", repeat)
     report.extra["inproc_bound_exceeded"] = len(failed)
     report.extra["netns_bound_exceeded"] = len(failed_nodes)
     report.extra["total_s"] = time.perf_counter() - t0
@@ -393,6 +409,17 @@ def main() -> None:
         print(
             "  (real nodes add the round trips of starting a job and polling its status, "
             "which the protocol's rounds do not count: see netns_*_effective_round_trips)"
+        )
+    if "netns_skipped" not in report.extra:
+        report.extra["netns_bound_with_control_exceeded"] = len(with_control)
+        print(
+            f"real nodes, counting each job's {JOB_CONTROL_ROUND_TRIPS} control round trips "
+            "(TCP, TLS, propose, start, result): "
+            + (
+                "every job within the bound"
+                if not with_control
+                else "exceeded: " + "; ".join(with_control)
+            )
         )
 
 
