@@ -543,7 +543,7 @@ def run_assoc(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> dic
 
 
 def _horizontal_assoc(net: Network, db: Any, opts: Mapping[str, Any], ctx: PartyContext) -> Any:
-    from ppdm.mining.horizontal_rules import horizontal_association_rules
+    from ppdm.mining.horizontal_rules import horizontal_association_rules, local_label_bytes
 
     kind = "none"
     if db.n_items:
@@ -566,20 +566,11 @@ def _horizontal_assoc(net: Network, db: Any, opts: Mapping[str, Any], ctx: Party
     label_bytes = opts["label_bytes"]
     if label_bytes is None:
         label_bytes = 4 if common == "int" else 32
-    if db.n_items:
-        if common == "int":
-            if int(db.items.max()) >= 1 << (8 * label_bytes):
-                raise ConfigError(
-                    f"party {ctx.name!r}: item {int(db.items.max())} does not fit in "
-                    f"label_bytes={label_bytes}; raise label_bytes"
-                )
-        else:
-            longest = max(len(str(x).encode()) for x in db.items.tolist())
-            if longest > label_bytes:
-                raise ConfigError(
-                    f"party {ctx.name!r}: an item label has {longest} UTF-8 bytes, more than "
-                    f"label_bytes={label_bytes}; raise label_bytes"
-                )
+    if db.n_items and (need := local_label_bytes(db)) > label_bytes:
+        raise ConfigError(
+            f"party {ctx.name!r}: an item label needs {need} bytes, more than "
+            f"label_bytes={label_bytes}; raise label_bytes"
+        )
     return horizontal_association_rules(
         net,
         db,

@@ -723,28 +723,19 @@ def column_dot_products(
     mine = pr[:, 0] if net.me == x_party else pr[:, 1]
     if len(pr) and (int(mine.min()) < 0 or int(mine.max()) >= len(b)):
         raise ValueError("a pair names a column this party does not have")
-    if net.me == x_party:
-        share = column_product_shares(
-            net,
-            sender=x_party,
-            receiver=y_party,
-            columns=pr[:, 1],
-            widths=widths,
-            n=n,
-            session=session,
-            values=b[pr[:, 0]],
-        )
-    else:
-        share = column_product_shares(
-            net,
-            sender=x_party,
-            receiver=y_party,
-            columns=pr[:, 1],
-            widths=widths,
-            n=n,
-            session=session,
-            choices=b,
-        )
+    # The x party's columns are the correlations, the y party's the OT choice bits.
+    is_x = net.me == x_party
+    share = column_product_shares(
+        net,
+        sender=x_party,
+        receiver=y_party,
+        columns=pr[:, 1],
+        widths=widths,
+        n=n,
+        session=session,
+        values=b[pr[:, 0]] if is_x else None,
+        choices=None if is_x else b,
+    )
     return open_shares(net, share, widths=widths, bounds=bnd, to=[peer], step=STEP_COLUMN_REVEAL)
 
 

@@ -332,6 +332,9 @@ class Job:
     wall_time_s: float = 0.0
     metrics: list[dict[str, Any]] = field(default_factory=list)
     done: threading.Event = field(default_factory=threading.Event)
+    #: this party's inputs and data tables as decided on at the proposal (the run uses
+    #: the same ones: one read of the settings file per job)
+    context: PartyContext | None = None
 
     @property
     def results_to(self) -> str:
@@ -876,13 +879,15 @@ class PartyNode:
         initiator: str,
         parties: Sequence[str],
         reserve: bool,
+        ctx: PartyContext | None = None,
     ) -> tuple[Decision, Disclosure | None, dict[str, Any] | None]:
-        """This node's decision on a job (see :func:`decide`)."""
+        """This node's decision on a job (see :func:`decide`), on ``ctx`` (default: the
+        party's inputs and data as they are now)."""
         policy = self.policy.current()
         return decide(
             policy,
             auditor=self.auditor,
-            ctx=self._context(),
+            ctx=ctx if ctx is not None else self._context(),
             job_id=job_id,
             protocol=protocol,
             params=params,
@@ -967,6 +972,7 @@ class PartyNode:
         with self._cond:
             if job_id in self._jobs or job_id in self._endpoints or self.ledger.load_job(job_id):
                 raise FileExistsError(f"job {job_id!r} already exists at {self.name!r}")
+        ctx = self._context()
         decision, disclosure, audit = self.decide(
             job_id=job_id,
             protocol=request.protocol,
@@ -974,6 +980,7 @@ class PartyNode:
             initiator=caller,
             parties=parties,
             reserve=True,
+            ctx=ctx,
         )
         state = {
             "accept": pb.JOB_STATE_ACCEPTED,
@@ -995,6 +1002,7 @@ class PartyNode:
             rule=decision.rule,
             reason=decision.reason,
             expires=now + (decision.expires_s if decision.outcome == "pending" else ACCEPTED_TTL_S),
+            context=ctx,
         )
         if decision.refused:
             job.error = PublicError("refused", self.name)
@@ -1179,7 +1187,7 @@ class PartyNode:
             raise RuntimeError(f"job {job.job_id!r} was started without its endpoint")
         state, result, error = pb.JOB_STATE_FAILED, None, None
         try:
-            out = spec.run(job.endpoint, job.params, self._context())
+            out = spec.run(job.endpoint, job.params, job.context or self._context())
             if not isinstance(out, dict):
                 raise TypeError(f"job {job.protocol!r} returned a {type(out).__name__}, not a dict")
             result = json.loads(json.dumps(out))  # must be JSON; normalizes tuples etc.
