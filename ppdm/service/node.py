@@ -557,10 +557,7 @@ class PartyNode:
             job.done.wait(min(grace, 5.0))
         if self._server is not None:
             self._server.stop(grace).wait(grace + 1)
-        with self._channel_lock:
-            for ch in self._channels.values():
-                ch.close()
-            self._channels.clear()
+        self._drop_channels()
         if self._ops is not None:
             self._ops.stop()
             self._ops = None
@@ -663,11 +660,7 @@ class PartyNode:
             self.consortium = new
             self.settings = replace(self.settings, consortium=new)
             self.removed = self.name not in new.names
-            with self._channel_lock:
-                channels = list(self._channels.values())
-                self._channels.clear()
-            for ch in channels:  # the next call dials with the new pins
-                ch.close()
+            self._drop_channels()  # the next call dials with the new pins
             if not self.removed:
                 self._take_own_credentials(self.settings)
         self.ledger.append(
@@ -710,11 +703,7 @@ class PartyNode:
                 certificate_pem=fresh.certificate_pem,
                 private_key_pem=fresh.private_key_pem,
             )
-            with self._channel_lock:
-                channels = list(self._channels.values())
-                self._channels.clear()
-            for ch in channels:
-                ch.close()
+            self._drop_channels()  # the next call presents the new certificate
             log.info("this party's rotated certificate is in use")
         self.own_certificate_stale = False
         return True
@@ -728,6 +717,15 @@ class PartyNode:
             if ch is None:
                 ch = self._channels[peer] = open_channel(self.settings, peer)
             return ch
+
+    def _drop_channels(self) -> None:
+        """Close every cached peer channel (the roster or this party's own certificate
+        changed)."""
+        with self._channel_lock:
+            channels = list(self._channels.values())
+            self._channels.clear()
+        for ch in channels:
+            ch.close()
 
     def reset_channel(self, peer: str) -> None:
         """Drop the cached channel to ``peer`` (its node went away): the next use dials
