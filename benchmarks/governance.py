@@ -18,6 +18,22 @@ Measured in one run, on in-process nodes of a 3-party consortium over gRPC + mut
 Assumptions named in each row: loopback network, warm channels, a node's audit history of
 a few hundred answered sums.
 
+Issue 21 adds, per job, what its protections cost, each beside the same job without the
+protection, measured in the same run on the in-process network (``ppdm.simulate``):
+
+- ``decide_ms_<job>``: one node's decision on the job's disclosure statement, with its
+  audit (union isolation, membership count, privacy budget), median;
+- ``assoc_h_min_aggregate``: horizontal rules on mushroom (3 parties) with the default
+  ``min_aggregate = 10`` (support without any one party tested securely) against 0;
+- ``assoc_v_dp`` / ``assoc_v_exact``: vertical rules (2 parties) with each owner's noise
+  (the default) and exact with secure threshold tests, against the old path (exact
+  counts opened to everyone: ``protect="open"`` if the job still has it, else exact);
+- ``kmeans_random_partition``: k-means started from aggregate centres against
+  ``init="first-k"`` (records as centres);
+- ``psi_align``: alignment with the size bound and the coin-tossed leader.
+
+Every row checks its job succeeded; times are wall seconds, bytes all parties' payload.
+
     python benchmarks/governance.py --quick
     python benchmarks/governance.py --json governance.json
 """
@@ -60,6 +76,12 @@ class _NullLedger:
 
     def close(self) -> None:
         return None
+
+    def signed_head(self, *a: Any, **k: Any) -> None:
+        return None
+
+    def receive_head(self, *a: Any, **k: Any) -> str:
+        return "closed"
 
 
 def _ungoverned(node: PartyNode) -> None:
@@ -105,6 +127,199 @@ def _job_start(bed: LoopbackConsortium, n: int, job: str) -> list[float]:
     return out
 
 
+def _mushroom(shared: Path, rows: int) -> list[list[int]]:
+    lines = (shared / "data" / "fimi" / "mushroom.dat").read_text().splitlines()[:rows]
+    return [[int(x) for x in line.split()] for line in lines if line.strip()]
+
+
+def _contexts(root: Path, per_party: dict[str, list[str]], key: str) -> dict[str, Any]:
+    from ppdm.jobs.registry import PartyContext
+
+    out = {}
+    for p, lines in per_party.items():
+        path = root / f"{p}-{key}.dat"
+        path.write_text("\n".join(lines) + "\n")
+        out[p] = PartyContext(name=p, settings={"data": {key: str(path)}}, base_dir=root)
+    return out
+
+
+def _run(name: str, contexts: dict[str, Any], params: dict[str, Any]) -> tuple[float, int]:
+    from ppdm.jobs.document import simulate_job
+
+    t0 = time.perf_counter()
+    doc = simulate_job(name, contexts, params, timeout=300)
+    wall = time.perf_counter() - t0
+    assert doc["ok"], doc["error"]
+    sent = sum(int(d["totals"].get("bytes_sent", 0)) for d in doc["parties"].values())
+    return wall, sent
+
+
+def _job_costs(report: Report, shared: Path, quick: bool, tmp: Path) -> None:
+    """What each protection of issue 21 adds to its job (module docstring)."""
+    from ppdm.jobs.registry import get_job
+
+    rows = _mushroom(shared, 1500 if quick else 8124)
+    third = len(rows) // 3
+    parts = {p: rows[i * third : (i + 1) * third] for i, p in enumerate(PARTIES)}
+    horiz = _contexts(tmp, {p: [" ".join(map(str, r)) for r in v] for p, v in parts.items()}, "h")
+    items = sorted({x for r in rows for x in r})
+    half = set(items[: len(items) // 2])
+    vert = _contexts(
+        tmp,
+        {
+            "alice": [" ".join(str(x) for x in r if x in half) for r in rows],
+            "bob": [" ".join(str(x) for x in r if x not in half) for r in rows],
+        },
+        "v",
+    )
+    cases: list[tuple[str, str, dict[str, Any], dict[str, Any], dict[str, Any], str]] = []
+    h = {"data": "h", "min_support": 0.3, "min_confidence": 0.8}
+    cases.append(
+        (
+            "assoc_h_min_aggregate",
+            "assoc",
+            horiz,
+            {**h},
+            {**h, "min_aggregate": 0},
+            "min_aggregate = 0 (no test without each party)",
+        )
+    )
+    v = {
+        "mode": "vertical",
+        "data": "v",
+        "min_support": 0.3,
+        "min_confidence": 0.8,
+        "max_len": 2 if quick else 3,
+    }
+    defaults = get_job("assoc").defaults
+    if "protect" in defaults:
+        cases.append(
+            (
+                "assoc_v_dp",
+                "assoc",
+                vert,
+                {**v},
+                {**v, "protect": "exact", "min_aggregate": 0},
+                "exact, no minimum aggregation",
+            )
+        )
+        cases.append(
+            (
+                "assoc_v_exact_threshold",
+                "assoc",
+                vert,
+                {**v, "protect": "exact"},
+                {**v, "protect": "exact", "min_aggregate": 0},
+                "exact, no minimum aggregation",
+            )
+        )
+    for name, job, ctxs, params, base, base_name in cases:
+        t, b = _run(job, ctxs, params)
+        t0, b0 = _run(job, ctxs, base)
+        report.add(
+            Row(f"{name}_s", t, "s", baseline=t0, baseline_name=base_name, higher_is_better=False)
+        )
+        report.add(
+            Row(
+                f"{name}_bytes",
+                b,
+                "B",
+                baseline=b0,
+                baseline_name=base_name,
+                higher_is_better=False,
+            )
+        )
+    # k-means: aggregate starting centres against records as centres.
+    from ppdm.jobs.registry import PartyContext
+
+    rng_rows = []
+    for i in range(600 if quick else 3000):
+        c = (i % 3) * 100.0
+        rng_rows.append((i, c + (i * 7919 % 97) / 10.0, c + (i * 104729 % 89) / 10.0))
+    kctx = {}
+    for k, p in enumerate(PARTIES):
+        path = tmp / f"{p}-rec.csv"
+        mine = rng_rows[k::3]
+        path.write_text("record_id,x,y\n" + "".join(f"{a},{b},{c}\n" for a, b, c in mine))
+        kctx[p] = PartyContext(name=p, settings={"data": {"records": str(path)}}, base_dir=tmp)
+    km = {"k": 3, "max_iter": 20}
+    t, b = _run("kmeans", kctx, km)
+    t0, b0 = _run(
+        "kmeans",
+        kctx,
+        {**km, "init": "first-k", "min_cluster_size": 0, "min_party_records": 0}
+        if "min_party_records" in get_job("kmeans").defaults
+        else {**km, "init": "first-k", "min_cluster_size": 0},
+    )
+    report.add(
+        Row(
+            "kmeans_random_partition_s",
+            t,
+            "s",
+            baseline=t0,
+            baseline_name="init=first-k (records as centres)",
+            higher_is_better=False,
+        )
+    )
+    report.add(
+        Row(
+            "kmeans_random_partition_bytes",
+            b,
+            "B",
+            baseline=b0,
+            baseline_name="init=first-k (records as centres)",
+            higher_is_better=False,
+        )
+    )
+    pctx = {p: PartyContext(name=p, settings={}, base_dir=tmp) for p in PARTIES}
+    t, b = _run("psi-align", pctx, {"generate_n": 2000 if quick else 20000, "overlap": 0.5})
+    report.add(
+        Row(
+            "psi_align_bounded_s",
+            t,
+            "s",
+            higher_is_better=False,
+            baseline_name="(size bound, coin-tossed leader; no unbounded variant left)",
+        )
+    )
+
+
+def _decide_per_job(report: Report, node: PartyNode, n: int) -> None:
+    """One node's decision on each kind of statement (the audit kinds of issue 21)."""
+    jobs = {
+        "set-union": {},
+        "assoc": {"mode": "vertical"},
+        "kmeans": {},
+    }
+    from ppdm.jobs.registry import get_job
+
+    for job, params in jobs.items():
+        merged = get_job(job).params(params)
+        times = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            node.decide(
+                job_id=uuid.uuid4().hex,
+                protocol=job,
+                params=merged,
+                initiator="alice",
+                parties=PARTIES,
+                reserve=False,
+            )
+            times.append(time.perf_counter() - t0)
+        report.add(
+            Row(
+                f"decide_ms_{job.replace('-', '_')}"
+                + ("_vertical" if params.get("mode") == "vertical" else ""),
+                statistics.median(times) * 1e3,
+                "ms",
+                goal="<= 5 ms",
+                higher_is_better=False,
+                baseline_name="(statement rules + audit, loopback peers)",
+            )
+        )
+
+
 def main() -> None:
     args = parser(__doc__.splitlines()[0]).parse_args()
     n = 30 if args.quick else 300
@@ -141,6 +356,7 @@ def main() -> None:
                 assert decision.outcome == "accept"
                 decide.append(t1 - t0)
                 ledger.append(t2 - t1)
+            _decide_per_job(report, node, n)
             gov_phase, _ = _propose_phase(gov, n)
             gov_start = _job_start(gov, n // 3 or 1, "ring-echo")
         with LoopbackConsortium(PARTIES, Path(tmp) / "null", policy=policy) as null:
@@ -203,6 +419,8 @@ def main() -> None:
             higher_is_better=False,
         )
     )
+    with tempfile.TemporaryDirectory() as tmp:
+        _job_costs(report, Path(args.shared), args.quick, Path(tmp))
     report.extra.update({"samples": n, "audit_history": history})
     report.finish(args.json)
     ok = d_ms + l_ms <= 5.0

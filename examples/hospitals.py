@@ -11,11 +11,14 @@ patient ids; every hospital learns only the common patients) and then runs k-mea
 all ten attributes of the common patients. Each hospital's data owner sets a policy:
 
 * only the ``kmeans`` job may read the records, and only the hospital's own clinical
-  columns (in this vertical setting each node checks the job's columns that its file
-  holds; the general hospital's file also holds patients' postcodes, which no job may
-  read);
+  columns and the patient id it aligns on (in this vertical setting each node checks the
+  job's columns that its file holds; the general hospital's file also holds patients'
+  postcodes, which no job may read);
 * every released cluster must hold at least 20 patients (a minimum aggregation size);
-* at least three hospitals in every job.
+* at least three hospitals in every job;
+* one opt-in beyond the default policy: vertical k-means tells every hospital each
+  common patient's cluster (a value of one record), which the default refuses
+  (``allow_records = true``, docs/governance.md).
 
 The script starts one node per hospital on 127.0.0.1 (gRPC, mutual TLS), runs the job,
 checks the centres against scikit-learn's k-means started from the same points on the
@@ -50,10 +53,11 @@ def policy(columns: list[str]) -> str:
 [defaults]
 jobs = ["kmeans"]
 min_parties = 3
+allow_records = true   # the opt-in: the cluster label of every common patient is published
 
 [data.records]
 jobs = ["kmeans"]
-columns = {columns!r}
+columns = {[*columns, "record_id"]!r}
 min_cluster_size = 20
 """.replace("'", '"')
 
@@ -111,10 +115,15 @@ def main() -> None:
                 print(f"  {name:<10} sees centres on {rec['result']['columns']}")
 
             # The oracle: scikit-learn on the pooled records of the common patients (in the
-            # alignment's order, the sorted ids), from the same first k records.
+            # alignment's order, the sorted ids), from the same starting centres: the
+            # means of random groups of patients (no patient's record is a centre).
             pooled = patients.set_index("record_id").loc[common]
             x = pooled[columns].to_numpy(dtype=float)
-            ref = KMeans(K, init=x[:K], n_init=1, max_iter=100, tol=0.0, algorithm="lloyd")
+            start = np.concatenate(
+                [np.asarray(doc["parties"][h]["result"]["initial_centers"]) for h in HOSPITALS],
+                axis=1,
+            )
+            ref = KMeans(K, init=start, n_init=1, max_iter=100, tol=0.0, algorithm="lloyd")
             ref.fit(x)
             ours = np.concatenate(
                 [np.asarray(doc["parties"][h]["result"]["centers"]) for h in HOSPITALS], axis=1

@@ -1,9 +1,13 @@
-"""Shared fixtures: where the shared data sets live, and hypothesis profiles."""
+"""Shared fixtures: where the shared data sets live, hypothesis profiles, and tiers that
+cannot run here (a skip on a workstation, a failure under ``CI=true``)."""
 
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -39,3 +43,37 @@ def adult_dir(shared_data: Path) -> Path:
 @pytest.fixture(scope="session")
 def fimi_dir(shared_data: Path) -> Path:
     return shared_data / "fimi"
+
+
+# -- tiers that need the machine's help (root, PostgreSQL, network namespaces) ---------------
+
+_NOT_RUN: list[str] = []
+
+
+def in_ci() -> bool:
+    """Whether this run is CI's (``CI`` set to true, as CI services and ``.ci/run`` do)."""
+    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _tier_unavailable(tier: str, reason: str) -> NoReturn:
+    message = f"{tier} tier not run: {reason}"
+    _NOT_RUN.append(message)
+    print(message, file=sys.stderr)
+    if in_ci():
+        pytest.fail(f"{message} (CI=true: every tier must run; see .ci/run)", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def tier_unavailable() -> Callable[[str, str], NoReturn]:
+    """``tier_unavailable(tier, reason)``: end the test because its tier cannot run on
+    this machine: a skip, with the reason printed and listed at the end of the run, or a
+    failure under ``CI=true`` (issue 22: CI must not pass whether or not a tier ran)."""
+    return _tier_unavailable
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _NOT_RUN:
+        terminalreporter.section("tiers that did not run", sep="!", red=True, bold=True)
+        for line in dict.fromkeys(_NOT_RUN):
+            terminalreporter.line(line)

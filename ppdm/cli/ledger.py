@@ -33,14 +33,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     verify = sub.add_parser(
         "verify",
-        help="check the hash chain: exit 1 naming any edited, deleted or reordered entry",
+        help="check the hash chain and the heads your peers hold: exit 1 on any problem",
         description=(
-            "Recompute every entry's hash and link and compare the end of the chain with "
-            "the head anchor; report each entry that was edited, deleted or reordered, or "
-            "removed from the end. Exit code 0 if the ledger is intact, 1 if not."
+            "Recompute every entry's hash and link, compare the end of the chain with "
+            "the head anchor, and check the state documents and held peer heads against "
+            "the chain; report each entry that was edited, deleted or reordered, or "
+            "removed from the end. With --settings, also ask every peer for the signed "
+            "heads it holds of your party (LedgerHeads) and report a rewrite wherever "
+            "your chain does not have exactly that hash at that entry: the only check an "
+            "operator who rewrote the whole chain and the anchor cannot pass. "
+            "Exit code 0 if the ledger is intact, 1 if not."
         ),
     )
     _where(verify)
+    verify.add_argument(
+        "--offline",
+        action="store_true",
+        help="check the local files only (no peer asked; misses a consistent rewrite)",
+    )
+    verify.add_argument(
+        "--timeout",
+        type=float,
+        default=5.0,
+        help="seconds to wait for each peer's answer (default 5)",
+    )
     verify.set_defaults(handler=_verify)
 
 
@@ -81,11 +97,24 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from ppdm.service.ledger import verify_file
+    from ppdm.service.ledger import verify_file, verify_online
 
-    report = verify_file(_path(args))
+    if not args.timeout > 0:
+        raise ConfigError("--timeout must be a positive number of seconds")
+    if args.ledger or args.offline:
+        report = verify_file(_path(args))
+        mode = "offline"
+    else:
+        from ppdm.parties.consortium import load_settings
+
+        report = verify_online(load_settings(args.settings), timeout=args.timeout)
+        mode = "online"
+    for line in report.notes:
+        print(f"ledger: note: {line}")
     if report.ok:
-        print(f"ledger OK: {report.entries} entries, head {report.head}")
+        held = ", ".join(f"{p} ({n} heads)" for p, n in sorted(report.checked.items()))
+        against = f"; matches the heads held by {held}" if held else ""
+        print(f"ledger OK: {report.entries} entries, head {report.head} ({mode}{against})")
         return 0
     for line in report.problems:
         print(f"ledger: {line}")

@@ -102,6 +102,35 @@ def register_simulate(jobs: argparse._SubParsersAction) -> None:
     assoc.add_argument(
         "--label-bytes", type=int, default=None, help="horizontal: bytes per item label"
     )
+    assoc.add_argument(
+        "--min-aggregate",
+        type=int,
+        default=10,
+        help="release an itemset only if it covers at least this many transactions "
+        "(horizontally also without any --colluders parties' baskets; 0: off; default 10)",
+    )
+    assoc.add_argument(
+        "--colluders",
+        type=int,
+        default=1,
+        help="horizontal: how many parties' baskets --min-aggregate must hold without (default 1)",
+    )
+    assoc.add_argument(
+        "--protect",
+        default="dp",
+        choices=["dp", "exact"],
+        help="vertical: support counts across parties opened with each owner's noise (dp, "
+        "the default) or exact (only for partners an owner names)",
+    )
+    assoc.add_argument(
+        "--epsilon", type=float, default=1.0, help="vertical dp: privacy loss per job (default 1)"
+    )
+    assoc.add_argument(
+        "--max-shared-candidates",
+        type=int,
+        default=256,
+        help="vertical dp: the counts the epsilon is split over (default 256)",
+    )
     assoc.set_defaults(handler=_simulate_assoc)
 
     km = jobs.add_parser(
@@ -116,10 +145,25 @@ def register_simulate(jobs: argparse._SubParsersAction) -> None:
     km.add_argument("--k", type=int, required=True, help="number of clusters")
     km.add_argument(
         "--init",
-        default="first-k",
-        choices=["first-k", "kmeans++", "random"],
-        help="initial centers: the first k pooled records, k-means++ (horizontal) or k "
-        "random records (vertical), both from --seed",
+        default="aggregate",
+        choices=["aggregate", "random-slabs", "random-partition", "first-k", "kmeans++", "random"],
+        help="initial centers: aggregate (the default: means of every party's quantile slabs "
+        "along a coin-tossed direction horizontally, of random groups vertically; no record "
+        "is revealed), random-slabs, random-partition, or records: the first k pooled "
+        "records, k-means++ (horizontal) or k random records (vertical), from --seed",
+    )
+    km.add_argument(
+        "--min-cluster-size",
+        type=int,
+        default=10,
+        help="fewest pooled records behind a released centre (default 10; 0: off)",
+    )
+    km.add_argument(
+        "--min-party-records",
+        type=int,
+        default=3,
+        help="horizontal: a party holding 1 to N-1 records of a released centre stops the "
+        "job (default 3; 0: off)",
     )
     km.add_argument("--max-iter", type=int, default=300)
     km.add_argument("--tol", type=float, default=0.0, help="relative shift tolerance")
@@ -269,6 +313,11 @@ def _simulate_assoc(args: argparse.Namespace) -> int:
         "label_bytes": args.label_bytes,
         "format": fmt,
         "sep": args.sep,
+        "min_aggregate": args.min_aggregate,
+        "colluders": args.colluders,
+        "protect": args.protect,
+        "epsilon": args.epsilon,
+        "max_shared_candidates": args.max_shared_candidates,
         # In a simulation one user holds every party's data: per-party counts reveal nothing.
         "report_local": True,
     }
@@ -305,6 +354,8 @@ def _simulate_kmeans(args: argparse.Namespace) -> int:
         "id_column": args.id_column,
         "sep": args.sep,
         "include_labels": args.include_labels,
+        "min_cluster_size": args.min_cluster_size,
+        "min_party_records": args.min_party_records,
         "report_local": True,
     }
     check_params("kmeans", params)

@@ -81,6 +81,8 @@ def _check(args: argparse.Namespace) -> int:
             print(f"you would disclose: {leak['leakage']}")
         if leak.get("reads"):
             print(f"reads: {', '.join(leak['reads'])}")
+        for out in leak.get("outputs") or []:
+            print(f"  {out['kind']}: {out['what']}")
         print(f"policy: {report['policy']}")
     sys.stdout.flush()
     return 0 if report["decision"] == "accept" else 1

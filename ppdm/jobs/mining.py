@@ -503,15 +503,22 @@ ASSOC_DEFAULTS: dict[str, Any] = {
     "reveal_counts": False,
     "method": "ot",
     "multiparty": "gmw",
+    "protect": "dp",
+    "epsilon": 1.0,
+    "max_shared_candidates": 256,
     "max_len": None,
     "label_bytes": None,
     "fake_ratio": 0.25,
+    "min_aggregate": 10,
+    "colluders": 1,
     "format": "auto",
     "sep": ",",
     "data": "transactions",
     "report_local": False,
     "align": False,
     "align_method": "oprf",
+    "max_set_ratio": 2.0,
+    "min_set_size": 10,
 }
 
 
@@ -520,7 +527,9 @@ def run_assoc(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> dic
 
     ``mode="horizontal"``: Kantarcioglu & Clifton
     (:func:`ppdm.mining.horizontal_rules.horizontal_association_rules`; ``reveal_counts``,
-    ``label_bytes``, ``fake_ratio`` apply). ``mode="vertical"``: Vaidya & Clifton
+    ``label_bytes``, ``fake_ratio``, ``min_aggregate`` (default 10: an itemset is released
+    only if at least that many baskets outside any ``colluders`` parties support it) and
+    ``colluders`` (default 1) apply). ``mode="vertical"``: Vaidya & Clifton
     (:func:`ppdm.mining.vertical_rules.vertical_association_rules`; ``method`` ``ot`` or
     ``paillier`` applies). Returns ``AssocResult.to_json()`` plus ``mode``, ``party`` and
     (with ``report_local``) this party's ``local`` transaction and item counts.
@@ -545,6 +554,11 @@ def run_assoc(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> dic
 def _horizontal_assoc(net: Network, db: Any, opts: Mapping[str, Any], ctx: PartyContext) -> Any:
     from ppdm.mining.horizontal_rules import horizontal_association_rules, local_label_bytes
 
+    if opts["min_aggregate"] and opts["colluders"] >= len(net.parties):
+        raise ConfigError(
+            f"min_aggregate needs more parties than colluders ({opts['colluders']}): "
+            "lower colluders or set min_aggregate=0"
+        )
     kind = "none"
     if db.n_items:
         kind = "str" if np.issubdtype(db.items.dtype, np.str_) else "int"
@@ -580,6 +594,8 @@ def _horizontal_assoc(net: Network, db: Any, opts: Mapping[str, Any], ctx: Party
         max_len=opts["max_len"],
         label_bytes=label_bytes,
         fake_ratio=opts["fake_ratio"],
+        min_aggregate=opts["min_aggregate"],
+        colluders=opts["colluders"],
         progress=ctx.progress,
     )
 
@@ -590,7 +606,7 @@ def _horizontal_assoc(net: Network, db: Any, opts: Mapping[str, Any], ctx: Party
 KMEANS_DEFAULTS: dict[str, Any] = {
     "mode": "horizontal",
     "k": 3,
-    "init": "first-k",
+    "init": "aggregate",
     "seed": 0,
     "max_iter": 300,
     "tol": 0.0,
@@ -601,9 +617,12 @@ KMEANS_DEFAULTS: dict[str, Any] = {
     "data": "records",
     "include_labels": False,
     "report_local": False,
-    "min_cluster_size": 0,
+    "min_cluster_size": 10,
+    "min_party_records": 3,
     "align": False,
     "align_method": "oprf",
+    "max_set_ratio": 2.0,
+    "min_set_size": 10,
 }
 
 
@@ -643,6 +662,14 @@ def run_kmeans(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> di
     ``id_column`` (:func:`ppdm.mining.kmeans.vertical_kmeans`); ``centers`` are this
     party's columns of the centers, ``schema`` lists every party's columns (public), and
     ``inertia`` is the secure sum of the parties' partial squared distances.
+
+    Starting centers default to ``init="random-partition"`` (means of random groups:
+    aggregates); ``k * min_cluster_size`` is checked against the pooled record count
+    before anything derived from the records is sent (with ``align=true`` first against
+    this party's own records, an upper bound of the aligned ones), every released centre
+    covers at least ``min_cluster_size`` records, and a party holding 1 to
+    ``min_party_records - 1`` of its records in one stops the job
+    (:mod:`ppdm.mining.kmeans`).
     """
     from ppdm.mining.kmeans import horizontal_kmeans
 
@@ -658,6 +685,8 @@ def run_kmeans(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> di
         stream_ok=mode == "horizontal" and not opts["align"],
     )
     if opts["align"]:
+        # The aligned records are a subset of this party's: refuse before the alignment.
+        _check_local_bound(records, opts)
         records = _aligned_records(net, records, opts, ctx)
     out: dict[str, Any] = {"mode": mode, "party": net.me}
     if mode == "horizontal":
@@ -680,6 +709,7 @@ def run_kmeans(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> di
                 tol=opts["tol"],
                 fraction_bits=opts["fraction_bits"],
                 min_cluster_size=opts["min_cluster_size"],
+                min_party_records=opts["min_party_records"],
                 progress=ctx.progress,
                 column_names=records.columns,
             )
@@ -691,6 +721,10 @@ def run_kmeans(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> di
         out.update(columns=records.columns, schema=schema, **result.to_json())
         out["inertia"] = inertia
     out["history"] = result.history
+    if result.initial_centers is not None and opts["init"] in ("random-partition", "random-slabs"):
+        # Aggregate starting centres are released like the centres of an iteration (this
+        # party's own columns, vertically): a reader can restart Lloyd from them.
+        out["initial_centers"] = np.asarray(result.initial_centers).tolist()
     if opts["report_local"]:
         own = np.bincount(result.labels, minlength=k) if mode == "horizontal" else None
         out["local"] = {
@@ -702,6 +736,18 @@ def run_kmeans(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> di
         out["labels"] = result.labels
         out["record_ids"] = records.ids if records.ids is not None else None
     return _jsonable(out)
+
+
+def _check_local_bound(records: Records, opts: Mapping[str, Any]) -> None:
+    """Vertical k-means: every party holds the same records, so ``k`` is checked against
+    this party's own count before anything derived from the records (ids, alignment) is
+    sent; the text names no count."""
+    k, size = opts["k"], opts["min_cluster_size"]
+    if k * max(size, 1) > len(records.x):
+        raise ConfigError(
+            "k * min_cluster_size exceeds the number of records (k = "
+            f"{k}, min_cluster_size = {size}); nothing derived from the records was sent"
+        )
 
 
 def _vertical(
@@ -731,6 +777,7 @@ def _vertical(
             if c in seen:
                 raise ConfigError(f"column {c!r} is held by both {seen[c]!r} and {p!r}")
             seen[c] = p
+    _check_local_bound(records, opts)
     # The same records everywhere: compare digests of the sorted common ids.
     digest = records.id_digest()
     net.broadcast("vkmeans/ids", digest)
@@ -753,6 +800,7 @@ def _vertical(
             max_iter=opts["max_iter"],
             tol=opts["tol"],
             min_cluster_size=opts["min_cluster_size"],
+            min_party_records=opts["min_party_records"],
             fraction_bits=opts["fraction_bits"],
             progress=ctx.progress,
         )
@@ -782,9 +830,14 @@ def check_params(job: str, params: Mapping[str, Any]) -> dict[str, Any]:
             "reveal_counts": _flag(merged, "reveal_counts"),
             "method": _choice(merged, "method", ("ot", "gilboa", "paillier")),
             "multiparty": _choice(merged, "multiparty", ("gmw", "intersection")),
+            "protect": _choice(merged, "protect", ("dp", "exact")),
+            "epsilon": _vertical_epsilon(merged),
+            "max_shared_candidates": _integer(merged, "max_shared_candidates", low=1),
             "max_len": _optional_integer(merged, "max_len", low=1),
             "label_bytes": _optional_integer(merged, "label_bytes", low=1, high=255),
             "fake_ratio": _number(merged, "fake_ratio"),
+            "min_aggregate": _integer(merged, "min_aggregate", low=0, high=1 << 40),
+            "colluders": _integer(merged, "colluders", low=1),
             "format": fmt,
             "sep": _separator(merged),
             "data": _data_key(merged),
@@ -804,8 +857,17 @@ def check_params(job: str, params: Mapping[str, Any]) -> dict[str, Any]:
     ):
         raise ConfigError("columns must be a non-empty list of column names")
     init = merged["init"]
+    if init == "aggregate":
+        # The default: starting centres that are aggregates -- every party's own quantile
+        # slabs along a coin-tossed direction horizontally (reliable under the size
+        # floors), random groups dealt from a joint seed vertically.
+        init = "random-slabs" if mode == "horizontal" else "random-partition"
     if isinstance(init, str):
-        allowed = ("first-k", "kmeans++") if mode == "horizontal" else ("first-k", "random")
+        allowed = (
+            ("random-partition", "random-slabs", "first-k", "kmeans++")
+            if mode == "horizontal"
+            else ("random-partition", "first-k", "random")
+        )
         if init not in allowed:
             hint = (
                 " (k-means++ seeding would reveal every record's distance in vertical mode)"
@@ -829,6 +891,7 @@ def check_params(job: str, params: Mapping[str, Any]) -> dict[str, Any]:
         "data": _data_key(merged),
         "include_labels": _flag(merged, "include_labels"),
         "min_cluster_size": _integer(merged, "min_cluster_size", low=0),
+        "min_party_records": _integer(merged, "min_party_records", low=0),
         "report_local": _flag(merged, "report_local"),
         **_align_params(merged),
     }
@@ -839,14 +902,20 @@ def check_params(job: str, params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _align_params(merged: Mapping[str, Any]) -> dict[str, Any]:
-    """``align`` (vertical mode only; k-means needs an id column) and ``align_method``."""
+    """``align`` (vertical mode only; k-means needs an id column), ``align_method`` and
+    the size bounds of the alignment, ``max_set_ratio`` (default 2.0) and
+    ``min_set_size`` (default 10), as in the ``psi-align`` job
+    (:func:`ppdm.jobs.psi.bounds`)."""
+    from ppdm.jobs.psi import bounds
+
     align = _flag(merged, "align")
     method = _choice(merged, "align_method", ("oprf", "ec"))
     if align and merged.get("mode") != "vertical":
         raise ConfigError("align=true applies to mode=vertical only")
     if align and "id_column" in merged and merged["id_column"] is None:
         raise ConfigError("align=true needs an id_column")
-    return {"align": align, "align_method": method}
+    ratio, size = bounds(merged)
+    return {"align": align, "align_method": method, "max_set_ratio": ratio, "min_set_size": size}
 
 
 def _aligned_records(
@@ -862,7 +931,13 @@ def _aligned_records(
             "the records file"
         )
     try:
-        common = align(net, records.ids, method=opts["align_method"])
+        common = align(
+            net,
+            records.ids,
+            method=opts["align_method"],
+            max_set_ratio=opts["max_set_ratio"],
+            min_set_size=opts["min_set_size"],
+        )
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"party {ctx.name!r}: {exc}") from None
     return Records(records.ids[common.rows], records.columns, records.x[common.rows])
@@ -912,19 +987,39 @@ def read_id_transactions(
     return ids, from_transactions(rows)
 
 
+def _vertical_epsilon(params: Mapping[str, Any]) -> float:
+    """``epsilon`` of ``protect="dp"``: a positive finite number (per party and job)."""
+    value = _number(params, "epsilon")
+    if not 0.0 < value < math.inf:
+        raise ConfigError(f"epsilon must be a positive finite number, not {value!r}")
+    return value
+
+
 def _vertical_assoc(
     net: Network, db: TransactionDB, opts: Mapping[str, Any], ctx: PartyContext
 ) -> Any:
-    """Vaidya & Clifton vertical association rules on this party's item columns."""
+    """Vaidya & Clifton vertical association rules on this party's item columns, with
+    ``protect`` (``dp``: noisy shared counts, ``epsilon`` per party split over at most
+    ``max_shared_candidates`` counts; ``exact``: exact counts opened only for frequent
+    candidates) and ``min_aggregate`` (the smallest count of a frequent itemset)."""
     from ppdm.mining.vertical_rules import vertical_association_rules
 
     if len(net.parties) < 2:
         raise ConfigError("vertical association rules need at least two parties")
+    if opts["multiparty"] == "intersection" and len(net.parties) > 2:
+        raise ConfigError(
+            "multiparty=intersection reveals subset intersection sizes and is not offered "
+            "any more: use gmw"
+        )
     return vertical_association_rules(
         net,
         db,
         min_support=opts["min_support"],
         min_confidence=opts["min_confidence"],
+        protect=opts["protect"],
+        epsilon=opts["epsilon"],
+        max_shared_candidates=opts["max_shared_candidates"],
+        min_aggregate=opts["min_aggregate"],
         method=opts["method"],
         multiparty=opts["multiparty"],
         max_len=opts["max_len"],
@@ -940,7 +1035,13 @@ def _aligned_assoc(net: Network, opts: Mapping[str, Any], ctx: PartyContext) -> 
     if len(net.parties) < 2:
         raise ConfigError("vertical association rules need at least two parties")
     ids, db = read_id_transactions(ctx.data_path(opts["data"]), fmt=opts["format"], sep=opts["sep"])
-    common = align(net, ids, method=opts["align_method"])
+    common = align(
+        net,
+        ids,
+        method=opts["align_method"],
+        max_set_ratio=opts["max_set_ratio"],
+        min_set_size=opts["min_set_size"],
+    )
     db = db.subset(common.rows)
     result = _vertical_assoc(net, db, opts, ctx)
     out: dict[str, Any] = {"mode": "vertical", "party": net.me, "aligned": len(common.ids)}

@@ -8,18 +8,30 @@ and benchmarks they are generated locally from public parameters (``generate_n``
 party, a fraction ``overlap`` common to all, from ``seed``; see
 :func:`ppdm.jobs.set_ops.generated_ids`). The protocol is
 :func:`ppdm.protocols.psi.align` (``method="oprf"``, KKRT16 over IKNP, or ``"ec"``);
-the leader is the first party of the job (roster order).
+the leader is chosen by a commit-then-reveal coin toss among all parties (no roster
+order, initiator or single party decides it).
+
+Bounds, checked by every party before any PSI message (every party announces its set
+size to the others, so all parties learn all set sizes): no set below ``min_set_size``
+ids (default 10, the policy's minimum aggregation) and no other party's set more than
+``max_set_ratio`` (default 2.0) times this party's. A party holding every possible id
+cannot use the job as a membership oracle: it is refused before the PSI starts. If the
+intersection holds fewer than ``min_set_size`` ids, no party outputs them: the job ends
+with :class:`~ppdm.errors.AggregationTooSmall` at every party ("below the minimum"; the
+leader, which computes the intersection, necessarily saw it).
 
 The result at every party: ``size`` of the intersection, ``ids_sha256`` (SHA-256 over the
-common ids in the common order, equal at every party) and, when ``return_ids`` is true
+common ids in the common order, equal at every party), the ``leader`` the coin toss
+chose, the ``max_set_ratio`` and ``min_set_size`` used and, when ``return_ids`` is true
 and there are at most 100,000, the ``ids`` themselves. Every member learns the
 intersection anyway (that is the job's output), so the document shows nothing new to
-them; a party's own set size and row positions stay out of it.
+them; set sizes and a party's row positions stay out of it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,9 +39,9 @@ from ppdm.errors import ConfigError
 from ppdm.jobs.registry import JobSpec, PartyContext, register_job
 from ppdm.jobs.set_ops import generated_ids
 from ppdm.parties.network import Network
-from ppdm.protocols.psi import METHODS, align
+from ppdm.protocols.psi import DEFAULT_MAX_SET_RATIO, DEFAULT_MIN_SET_SIZE, METHODS, align
 
-__all__ = ["PSI_DEFAULTS", "ids_digest", "party_ids", "run_psi_align"]
+__all__ = ["PSI_DEFAULTS", "bounds", "ids_digest", "party_ids", "run_psi_align"]
 
 RETURN_LIMIT = 100_000
 #: Largest generated set (testbeds and benchmarks).
@@ -45,6 +57,8 @@ PSI_DEFAULTS: dict[str, Any] = {
     "overlap": 0.5,
     "seed": 1,
     "return_ids": True,
+    "max_set_ratio": DEFAULT_MAX_SET_RATIO,
+    "min_set_size": DEFAULT_MIN_SET_SIZE,
 }
 
 
@@ -59,6 +73,24 @@ def ids_digest(ids: list[Any]) -> str:
         )
         h.update(len(raw).to_bytes(4, "big") + raw)
     return h.hexdigest()
+
+
+def bounds(params: Mapping[str, Any]) -> tuple[float, int]:
+    """The validated size bounds of an alignment: ``(max_set_ratio, min_set_size)``
+    (defaults 2.0 and 10, when the job has no such parameter); :class:`ConfigError`
+    naming the bad parameter."""
+    ratio = params.get("max_set_ratio", DEFAULT_MAX_SET_RATIO)
+    if (
+        isinstance(ratio, bool)
+        or not isinstance(ratio, int | float)
+        or not math.isfinite(ratio)
+        or ratio < 1
+    ):
+        raise ConfigError("max_set_ratio must be a finite number >= 1")
+    size = params.get("min_set_size", DEFAULT_MIN_SET_SIZE)
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise ConfigError("min_set_size must be an int >= 0")
+    return float(ratio), size
 
 
 def party_ids(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> list[Any]:
@@ -100,15 +132,20 @@ def run_psi_align(net: Network, params: Mapping[str, Any], ctx: PartyContext) ->
         raise ConfigError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
     if len(net.parties) < 2:
         raise ConfigError("psi-align needs at least two parties")
+    max_set_ratio, min_set_size = bounds(params)
     ids = party_ids(net, params, ctx)
     try:
-        result = align(net, ids, method=method)
+        result = align(
+            net, ids, method=method, max_set_ratio=max_set_ratio, min_set_size=min_set_size
+        )
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"party {ctx.name!r}: {exc}") from None
     out: dict[str, Any] = {
         "party": net.me,
         "method": method,
-        "leader": net.parties[0],
+        "leader": result.leader,
+        "max_set_ratio": max_set_ratio,
+        "min_set_size": min_set_size,
         "size": len(result.ids),
         "ids_sha256": ids_digest(result.ids),
     }

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, Self
 
 from ppdm.mining.rules import association_rules, rules_to_records
 
@@ -104,7 +104,7 @@ class AssocResult:
         c: float,
         itemsets: dict[frozenset, int],
         levels: list[dict[str, Any]],
-    ) -> AssocResult:
+    ) -> Self:
         rules = association_rules(itemsets, n, min_confidence=c)
         return cls(n, s, c, dict(itemsets), rules, True, levels)
 

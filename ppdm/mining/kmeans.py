@@ -8,6 +8,47 @@ total squared center shift is at most ``tol`` times the mean per-attribute varia
 after ``max_iter`` iterations. An empty cluster keeps its previous center (scikit-learn
 would relocate it; the tests avoid empty clusters).
 
+Starting centers
+    ``init="random-partition"`` (the default; the Random Partition method, Hamerly & Elkan
+    2002) deals every record uniformly at random (``secrets``-based) into one of ``k``
+    groups and starts from the group means: aggregates over about ``N / k`` records each,
+    never a record. Horizontally every party deals its own records (a random balanced
+    deal, so its share of every group is about ``n_i / k``; with ``min_party_records``
+    it uses only as many randomly chosen groups as it can fill with that many records)
+    and the group sums and counts go through the same secure sums as an iteration (no
+    party sees another's sums or counts). Vertically the deal must be the same at every
+    party for each aligned row: it is expanded (SHAKE-256) from a joint seed that the
+    parties draw by commit-then-reveal coin tossing (Blum 1981), so no party chooses it;
+    every party then computes its own columns' group means. A random deal reveals
+    nothing; the starting centers and group sizes are aggregates.
+    Random groups start every center near the pooled mean, so the first iteration's
+    cells can be thin and stop the job on the bounds below (measured: a quarter to two
+    thirds of runs with the floor at 3 on Gaussian blobs). ``"random-slabs"``
+    (horizontal) deals every party's records instead into ``k`` slabs of equal count
+    along a direction drawn by the same coin tossing (its own quantiles of ``x @ u``):
+    the same release of aggregates over about ``N / k`` records (at least
+    ``min_party_records`` of each party's), with centers spread along ``u``. It is not
+    offered vertically: a row's projection needs every party's columns.
+    ``"first-k"``, ``"kmeans++"`` (horizontal), ``"random"`` (vertical) and explicit
+    centers remain available; they start from real records (below).
+
+Aggregation bounds (checked before anything is published)
+    The pooled number of records ``N`` comes first (horizontal: by secure sum with the
+    dimension, so each party's count stays private; vertical: the common record count).
+    If ``k * max(min_cluster_size, 1) > N`` every party stops with
+    :class:`~ppdm.errors.ConfigError` before any value derived from the records is sent.
+    With ``min_cluster_size > 0`` the sizes of the starting groups and of the clusters
+    of every iteration are summed first and the job stops
+    (:class:`~ppdm.errors.AggregationTooSmall`) before a center over fewer records is
+    computed (an emptied cluster keeps its previous center and is not a new release; an
+    empty starting group stops the job). With ``min_party_records = m > 1`` a party
+    whose own share of a starting group or cluster is between 1 and ``m - 1`` records
+    contributes nothing but a flag to that secure sum, and every party stops with
+    :class:`~ppdm.errors.AggregationTooSmall` (a fixed reason, no count): a coalition
+    holding the other records of a cluster can never single out one or two of an
+    honest party's records by subtracting its own. The stop reveals that *some* party
+    fell below the floor (to a coalition of all other parties: that this one did).
+
 Horizontal k-means (:func:`horizontal_kmeans`)
     Every party holds whole records. Per iteration each party assigns its own records and
     computes per-cluster sums and counts; these are added by secure sum
@@ -17,39 +58,47 @@ Horizontal k-means (:func:`horizontal_kmeans`)
     construction (e.g. Jagannathan & Wright 2005 describe the arbitrarily partitioned
     generalization).
 
-    Leaks: the centers and cluster sizes of every iteration, the number of records that
-    changed cluster, the total inertia; with ``init="first-k"`` the first ``k`` records of
-    the pooled data (held by the first parties) become the initial centers and so are
-    revealed, and every party's record count is revealed to place them; with
-    ``init="kmeans++"`` the chosen records and each party's sum of squared distances per
-    seeding step are revealed.
+    Leaks: the pooled record count ``N``; the order of magnitude of each party's column
+    sums (for the precision); with ``random-partition`` the starting centers and group
+    sizes (aggregates); the centers and cluster sizes of every iteration, the number of
+    records that changed cluster, the total inertia; whether some party fell below
+    ``min_party_records``. With ``init="first-k"`` the first ``k`` records of the pooled
+    data (held by the first parties) become the initial centers and so are revealed, and
+    every party's record count is revealed to place them; with ``init="kmeans++"`` the
+    chosen records and each party's sum of squared distances per seeding step are
+    revealed.
 
     Cost per iteration: one secure sum of ``k*d + k + 1`` values (``n`` ring messages and
-    ``n - 1`` result messages of ``8 (k d + k + 1)`` bytes).
+    ``n - 1`` result messages of ``8 (k d + k + 1)`` bytes); with ``min_cluster_size`` or
+    ``min_party_records`` the ``k + 2`` counts go first in a secure sum of their own.
+    ``random-partition`` costs one such round (or pair of rounds) before the first
+    iteration.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from ppdm.errors import AggregationTooSmall, ProtocolError
+from ppdm.errors import AggregationTooSmall, ConfigError, ProtocolError
 from ppdm.mining import fixed_point
 from ppdm.parties.network import Network
 from ppdm.progress import Progress, progress_or_null
 from ppdm.protocols.secure_sum import secure_sum
-from ppdm.randomness import SeededRandom
+from ppdm.randomness import SecureRandom, SeededRandom
 
 log = logging.getLogger(__name__)
 
 __all__ = ["KMeansResult", "LocalRecords", "assign", "horizontal_kmeans", "vertical_kmeans"]
 
-Init = Literal["first-k", "kmeans++"]
+Init = Literal["random-partition", "random-slabs", "first-k", "kmeans++"]
 
 
 @dataclass
@@ -62,6 +111,10 @@ class KMeansResult:
     inertia: float
     converged: bool
     history: list[dict[str, Any]] = field(default_factory=list)
+    #: The starting centers (vertical: this party's columns of them) and, for
+    #: ``init="random-partition"``, the sizes of the random starting groups.
+    initial_centers: np.ndarray | None = None
+    initial_sizes: list[int] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -83,7 +136,11 @@ def assign(x: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class LocalRecords(Protocol):
     """A party's records for horizontal k-means, when they are not one in-memory array
     (e.g. :class:`ppdm.sources.StreamedRecords`, which scans a data source once per
-    iteration in bounded memory): the local work of Lloyd's algorithm behind one seam."""
+    iteration in bounded memory): the local work of Lloyd's algorithm behind one seam.
+
+    ``init="random-partition"`` also needs ``group_sums(labels, k)``: the per-group sums
+    ``(k, d)`` and counts ``(k,)`` of the records under the given labels (one scan);
+    records without it take another ``init``."""
 
     shape: tuple[int, int]
 
@@ -131,6 +188,11 @@ class _ArrayRecords:
         np.add.at(sums, labels, x)
         counts = np.bincount(labels, minlength=k).astype(np.int64)
         return labels, sums, counts, float(d2.sum())
+
+    def group_sums(self, labels: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        sums = np.zeros((k, self.shape[1]))
+        np.add.at(sums, labels, self.x)
+        return sums, np.bincount(labels, minlength=k).astype(np.int64)
 
 
 def _check_int(value: Any, frm: str, step: str) -> int:
@@ -216,15 +278,168 @@ def _init_kmeanspp(net: Network, x: np.ndarray, k: int, seed: int) -> np.ndarray
     return np.array(centers)
 
 
-def _check_sizes(sizes: np.ndarray, minimum: int, iteration: int) -> None:
+def _check_sizes(sizes: np.ndarray, minimum: int, where: str, *, empty_ok: bool = True) -> None:
     """Stop (at every party alike: the sizes are public to all) if a non-empty cluster
-    holds fewer than ``minimum`` records. The message names the iteration only."""
-    small = (sizes > 0) & (sizes < minimum)
+    (with ``empty_ok=False``: any group) holds fewer than ``minimum`` records. The message
+    names the step (``where``) only."""
+    small = (sizes < minimum) & ((sizes > 0) if empty_ok else True)
+    if not empty_ok and np.any(sizes <= 0):
+        raise AggregationTooSmall(
+            f"{where}: a random starting group is empty; no centre is released (run again "
+            "or lower k)"
+        )
     if np.any(small):
         raise AggregationTooSmall(
-            f"iteration {iteration}: a cluster holds fewer than min_cluster_size = {minimum} "
+            f"{where}: a cluster holds fewer than min_cluster_size = {minimum} "
             "records; its centre is not released"
         )
+
+
+def _below_floor(counts: np.ndarray, min_party_records: int) -> bool:
+    """Whether this party holds between 1 and ``min_party_records - 1`` records of some
+    group or cluster (the per-party floor; module docstring)."""
+    return min_party_records > 1 and bool(np.any((counts > 0) & (counts < min_party_records)))
+
+
+def _floor_error(where: str) -> AggregationTooSmall:
+    """The per-party floor's stop: a fixed reason, no count and no party."""
+    return AggregationTooSmall(
+        f"{where}: a party holds fewer than min_party_records records of a cluster (but "
+        "not none); no centre is released"
+    )
+
+
+def _check_bound(k: int, min_cluster_size: int, n_all: int) -> None:
+    """Refuse ``k`` that cannot give ``k`` clusters of ``min_cluster_size`` records out
+    of the ``n_all`` pooled ones (the text names only the public parameters)."""
+    if k * max(min_cluster_size, 1) > n_all:
+        what = "k * min_cluster_size" if min_cluster_size > 0 else "k"
+        raise ConfigError(
+            f"{what} exceeds the pooled number of records (k = {k}, min_cluster_size = "
+            f"{min_cluster_size}); nothing derived from the records was sent"
+        )
+
+
+def _release_sums(
+    net: Network,
+    step: str,
+    sums: np.ndarray,
+    counts: np.ndarray,
+    extra: np.ndarray,
+    fbits: np.ndarray,
+    *,
+    min_cluster_size: int,
+    min_party_records: int,
+    where: str,
+    empty_ok: bool = True,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pooled per-cluster sums ``(k, d)``, counts ``(k,)`` and ``extra`` integers, by
+    secure sum (fixed point with ``fbits`` per column).
+
+    With ``min_cluster_size`` or ``min_party_records`` the counts, the extras and a flag
+    (this party is below the floor; it then contributes zeros) are summed first, under
+    ``{step}/sizes``, and every party stops before the coordinate sums are computed if
+    the flag total is positive or a cluster is too small."""
+    k, d = sums.shape
+    enc = np.rint(np.ldexp(sums, fbits[None, :])).astype(np.int64).ravel()
+    if min_cluster_size > 0 or min_party_records > 1:
+        below = _below_floor(counts, min_party_records)
+        mine = np.concatenate(
+            [np.zeros(k + len(extra)) if below else np.concatenate([counts, extra]), [below]]
+        ).astype(np.int64)
+        sizes = secure_sum(net.scoped(f"{step}/sizes"), mine)
+        if int(sizes[-1]) != 0:
+            raise _floor_error(where)
+        _check_sizes(sizes[:k], min_cluster_size, where, empty_ok=empty_ok)
+        total = np.concatenate([secure_sum(net.scoped(step), enc), sizes[:-1]])
+    else:
+        total = secure_sum(net.scoped(step), np.concatenate([enc, counts, extra]).astype(np.int64))
+    g_sums = np.ldexp(np.asarray(total[: k * d], dtype=np.float64).reshape(k, d), -fbits[None, :])
+    g_counts = np.asarray(total[k * d : k * d + k], dtype=np.int64)
+    if not empty_ok:
+        _check_sizes(g_counts, min_cluster_size, where, empty_ok=False)
+    return g_sums, g_counts, np.asarray(total[k * d + k :], dtype=np.int64)
+
+
+def _random_groups(n: int, k: int, min_party_records: int) -> np.ndarray:
+    """This party's random deal of its ``n`` records into ``k`` groups (``secrets``-based):
+    a uniformly random balanced deal into ``g`` groups chosen uniformly at random, where
+    ``g = k``, or, with a floor ``m = min_party_records > 1``, ``g = min(k, n // m)`` so
+    that each used group gets at least ``m`` records. Every record's group is uniform
+    over the ``k`` groups."""
+    labels = np.zeros(n, dtype=np.int64)
+    if n == 0:
+        return labels
+    g = k if min_party_records <= 1 else max(1, min(k, n // min_party_records))
+    rng = SecureRandom()
+    groups = rng.permutation(k)[:g]
+    labels[rng.permutation(n)] = groups[np.arange(n) % g]
+    return labels
+
+
+def _common_direction(seed: bytes, d: int) -> np.ndarray:
+    """A unit vector uniform on the sphere, the same at every party: Box-Muller normals
+    from SHAKE-256 of the joint ``seed``."""
+    words = np.frombuffer(
+        hashlib.shake_256(b"ppdm/kmeans/random-slabs\0" + seed).digest(16 * d), dtype="<u8"
+    )
+    u1 = 1.0 - (words[:d] >> np.uint64(11)).astype(np.float64) / 2.0**53  # (0, 1]
+    u2 = (words[d:] >> np.uint64(11)).astype(np.float64) / 2.0**53
+    z = np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)
+    norm = float(np.linalg.norm(z))
+    return z / norm if norm > 0 else np.eye(d)[0]
+
+
+def _slab_groups(proj: np.ndarray, k: int, min_party_records: int) -> np.ndarray:
+    """This party's records in ``g`` slabs of equal count along a direction ``u`` (its
+    own quantiles of ``proj = x @ u``; ``g`` as in :func:`_random_groups`), slab ``s``
+    into group ``floor((s + 1/2) k / g)`` so that the groups stay ordered along ``u``."""
+    n = len(proj)
+    labels = np.zeros(n, dtype=np.int64)
+    if n == 0:
+        return labels
+    g = k if min_party_records <= 1 else max(1, min(k, n // min_party_records))
+    order = np.argsort(proj, kind="stable")
+    slab = np.arange(n) * g // n
+    labels[order] = ((2 * slab + 1) * k) // (2 * g)
+    return labels
+
+
+def _init_random_partition(
+    net: Network,
+    local: LocalRecords,
+    k: int,
+    fbits: np.ndarray,
+    *,
+    min_cluster_size: int,
+    min_party_records: int,
+    slabs: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Starting centers of ``init="random-partition"`` (horizontal): the means of random
+    groups, from secure sums of the parties' group sums and counts; with ``slabs``
+    (``init="random-slabs"``) the groups are every party's own quantile slabs along a
+    direction drawn by coin tossing (:func:`_joint_seed`). Returns the centers and the
+    group sizes."""
+    if slabs:
+        u = _common_direction(_joint_seed(net, "kmeans/init/coin"), local.shape[1])
+        proj = local.x @ u if isinstance(local, _ArrayRecords) else local.project(u)  # type: ignore[attr-defined]
+        labels = _slab_groups(proj, k, min_party_records)
+    else:
+        labels = _random_groups(local.shape[0], k, min_party_records)
+    sums, counts = local.group_sums(labels, k)  # type: ignore[attr-defined]
+    g_sums, g_counts, _ = _release_sums(
+        net,
+        "kmeans/init",
+        sums,
+        counts,
+        np.zeros(0, dtype=np.int64),
+        fbits,
+        min_cluster_size=min_cluster_size,
+        min_party_records=min_party_records,
+        where="starting groups",
+        empty_ok=False,
+    )
+    return g_sums / g_counts[:, None], g_counts
 
 
 def horizontal_kmeans(
@@ -232,28 +447,43 @@ def horizontal_kmeans(
     x: np.ndarray,
     *,
     k: int,
-    init: Init | np.ndarray = "first-k",
+    init: Init | np.ndarray = "random-partition",
     seed: int = 0,
     max_iter: int = 300,
     tol: float = 0.0,
     fraction_bits: int | None = None,
     min_cluster_size: int = 0,
+    min_party_records: int = 0,
     progress: Progress | None = None,
     column_names: Sequence[str] | None = None,
 ) -> KMeansResult:
     """Lloyd's k-means on the union of the parties' records (module docstring).
+
+    Semi-honest model; collusion as for the secure-sum ring
+    (:mod:`ppdm.protocols.secure_sum`).
 
     Parameters
     ----------
     net
         This party's network; every party calls with its own records.
     x
-        This party's records, ``(n_i, d)`` floats (the same ``d`` everywhere).
+        This party's records, ``(n_i, d)`` floats (the same ``d`` everywhere), or a
+        :class:`LocalRecords`.
     k
-        Number of clusters.
+        Number of clusters. Checked against the pooled record count ``N`` (revealed by
+        secure sum before anything else): ``k * max(min_cluster_size, 1) > N`` stops every
+        party with :class:`~ppdm.errors.ConfigError` before any value derived from the
+        records is sent.
     init
-        ``"first-k"``, ``"kmeans++"`` (public ``seed``) or a ``(k, d)`` array of initial
-        centers known to all parties.
+        ``"random-partition"`` (default: the means of a random partition of the records,
+        aggregates over about ``N / k`` records, released under the same size checks as
+        an iteration; leaks those starting centers and group sizes), ``"random-slabs"``
+        (the same release, of every party's own ``k`` quantile slabs along a direction
+        drawn by coin tossing: aggregates too, with centers spread along it, so the
+        first iteration's cells are rarely thin; see the module docstring), ``"first-k"``
+        (reveals the first ``k`` pooled records and every party's record count),
+        ``"kmeans++"`` (public ``seed``; reveals the chosen records) or a ``(k, d)``
+        array of initial centers known to all parties.
     max_iter, tol
         Stopping rules (``tol`` relative to the mean per-attribute variance, as in
         scikit-learn; ``0`` stops only when no assignment changes).
@@ -267,11 +497,19 @@ def horizontal_kmeans(
     column_names
         Names of the columns, for error messages.
     min_cluster_size
-        A minimum aggregation size (``0``: off). When positive, every iteration reveals
-        the cluster sizes first, by their own secure sum, and stops at every party with
-        :class:`~ppdm.errors.AggregationTooSmall` -- before any sum over the clusters is
-        computed -- if a non-empty cluster holds fewer records. Costs one more secure sum
-        per iteration.
+        A minimum aggregation size (``0``: off). When positive, the starting groups of
+        ``random-partition`` and the clusters of every iteration reveal their sizes
+        first, by their own secure sum, and every party stops with
+        :class:`~ppdm.errors.AggregationTooSmall` -- before any sum over them is computed
+        -- if a (non-empty) one holds fewer records. Costs one more secure sum per
+        iteration.
+    min_party_records
+        The per-party floor ``m`` (``0``: off): a party holding between 1 and ``m - 1``
+        of its own records in a starting group or a cluster contributes only a flag to
+        the sizes' secure sum and every party stops with
+        :class:`~ppdm.errors.AggregationTooSmall` (fixed reason, no count), so that the
+        other parties together can never subtract their own records from a released
+        center to single out one or two of this party's records.
     """
     local: LocalRecords
     if not isinstance(x, np.ndarray) and hasattr(x, "cluster_sums"):
@@ -283,26 +521,61 @@ def horizontal_kmeans(
         local = _ArrayRecords(x)
     if k < 1:
         raise ValueError("k must be positive")
+    if min_cluster_size < 0 or min_party_records < 0:
+        raise ValueError("min_cluster_size and min_party_records must be >= 0")
     n_parties = len(net.parties)
     n_local, d = local.shape
     prog = progress_or_null(progress)
-    # Agree on the dimension (a mismatch would silently corrupt the sums).
-    dims = secure_sum(net.scoped("kmeans/dim"), np.array([d, 1], dtype=np.int64))
-    if int(dims[0]) != d * int(dims[1]):
-        raise ValueError("parties disagree on the number of attributes")
-    fbits = _agree_precision(net, local, fraction_bits, n_parties, column_names)
+    # Local checks of init first: nothing is sent before them.
+    centers = np.zeros((k, d))
     if isinstance(init, np.ndarray):
         centers = np.array(init, dtype=np.float64)
         if centers.shape != (k, d):
             raise ValueError(f"initial centers must have shape ({k}, {d})")
-    elif init == "first-k":
-        centers = _init_first_k(net, local, k)
+    elif init == "random-partition":
+        if not hasattr(local, "group_sums"):
+            raise ValueError(
+                "init='random-partition' needs records that can sum by group (engine = "
+                "memory); choose another init for streamed records"
+            )
+    elif init == "random-slabs":
+        if not isinstance(local, _ArrayRecords) and not hasattr(local, "project"):
+            raise ValueError(
+                "init='random-slabs' needs records that can be projected and summed by group"
+            )
     elif init == "kmeans++":
         if not isinstance(local, _ArrayRecords):
             raise ValueError("kmeans++ seeding needs the records in memory (engine = memory)")
-        centers = _init_kmeanspp(net, local.x, k, seed)
-    else:
+    elif init != "first-k":
         raise ValueError(f"unknown init {init!r}")
+    # Agree on the dimension (a mismatch would silently corrupt the sums) and learn the
+    # pooled record count N -- the first thing sent, before anything record-derived.
+    dims = secure_sum(net.scoped("kmeans/dim"), np.array([d, 1, n_local], dtype=np.int64))
+    if int(dims[0]) != d * int(dims[1]):
+        raise ValueError("parties disagree on the number of attributes")
+    if int(dims[2]) < 0:
+        raise ProtocolError(net.parties[0], "kmeans/dim", "negative pooled record count")
+    _check_bound(k, min_cluster_size, int(dims[2]))
+    fbits = _agree_precision(net, local, fraction_bits, n_parties, column_names)
+    initial_sizes: list[int] | None = None
+    if isinstance(init, np.ndarray):
+        pass
+    elif init in ("random-partition", "random-slabs"):
+        centers, sizes = _init_random_partition(
+            net,
+            local,
+            k,
+            fbits,
+            min_cluster_size=min_cluster_size,
+            min_party_records=min_party_records,
+            slabs=init == "random-slabs",
+        )
+        initial_sizes = [int(c) for c in sizes]
+    elif init == "first-k":
+        centers = _init_first_k(net, local, k)
+    elif isinstance(local, _ArrayRecords):  # kmeans++ (in memory: checked above)
+        centers = _init_kmeanspp(net, local.x, k, seed)
+    initial_centers = centers.copy()
     threshold = 0.0
     if tol > 0:
         _, col_sum, col_sq = local.column_sums()
@@ -320,26 +593,18 @@ def horizontal_kmeans(
     for it in range(1, max_iter + 1):
         labels, sums, counts, _ = local.cluster_sums(centers)
         changed = n_local if labels_prev is None else int(np.count_nonzero(labels != labels_prev))
-        enc = np.rint(np.ldexp(sums, fbits[None, :])).astype(np.int64).ravel()
-        if min_cluster_size > 0:
-            sizes = secure_sum(
-                net.scoped(f"kmeans/iter{it}/sizes"),
-                np.concatenate([counts, [changed]]).astype(np.int64),
-            )
-            _check_sizes(sizes[:k], min_cluster_size, it)
-            total = np.concatenate(
-                [secure_sum(net.scoped(f"kmeans/iter{it}"), enc.astype(np.int64)), sizes]
-            )
-        else:
-            total = secure_sum(
-                net.scoped(f"kmeans/iter{it}"),
-                np.concatenate([enc, counts, [changed]]).astype(np.int64),
-            )
-        g_sums = np.ldexp(
-            np.asarray(total[: k * d], dtype=np.float64).reshape(k, d), -fbits[None, :]
+        g_sums, g_counts, extra = _release_sums(
+            net,
+            f"kmeans/iter{it}",
+            sums,
+            counts,
+            np.array([changed], dtype=np.int64),
+            fbits,
+            min_cluster_size=min_cluster_size,
+            min_party_records=min_party_records,
+            where=f"iteration {it}",
         )
-        g_counts = total[k * d : k * d + k]
-        g_changed = int(total[-1])
+        g_changed = int(extra[0])
         new_centers = centers.copy()
         nz = g_counts > 0
         new_centers[nz] = g_sums[nz] / g_counts[nz, None]
@@ -364,7 +629,9 @@ def horizontal_kmeans(
     prog.finish()
     labels, _, _, d2_sum = local.cluster_sums(centers)
     inertia = float(fixed_point.secure_real_sum(net, np.array([d2_sum]), step="kmeans/inertia")[0])
-    return KMeansResult(centers, labels, it, inertia, converged, history)
+    return KMeansResult(
+        centers, labels, it, inertia, converged, history, initial_centers, initial_sizes
+    )
 
 
 def _agree_precision(
@@ -436,16 +703,58 @@ def _share_to_pair(net: Network, mine: np.ndarray, a: str, b: str, step: str) ->
     return share
 
 
+def _joint_seed(net: Network, step: str) -> bytes:
+    """A 32-byte seed no party chooses: commit-then-reveal coin tossing (Blum 1981).
+
+    Every party draws 32 bytes with ``secrets``, broadcasts a SHA-256 commitment to them
+    (bound to its name), and only after receiving every commitment reveals them; a reveal
+    that does not open its commitment is a :class:`~ppdm.errors.ProtocolError`. The seed
+    is the SHA-256 of all reveals in consortium order, uniform as long as one party's
+    draw is. Reveals only the seed (random). Cost: two broadcast rounds of 32 bytes."""
+
+    def commitment(party: str, value: bytes) -> bytes:
+        return hashlib.sha256(b"ppdm/kmeans/coin\0" + party.encode() + b"\0" + value).digest()
+
+    mine = secrets.token_bytes(32)
+    net.broadcast(f"{step}/commit", commitment(net.me, mine))
+    commits: dict[str, bytes] = {}
+    for p, v in net.gather(f"{step}/commit").items():
+        if not isinstance(v, bytes) or len(v) != 32:
+            raise ProtocolError(p, f"{step}/commit", "expected a 32-byte commitment")
+        commits[p] = v
+    net.broadcast(f"{step}/reveal", mine)
+    shares = {net.me: mine}
+    for p, v in net.gather(f"{step}/reveal").items():
+        if not isinstance(v, bytes) or len(v) != 32 or commitment(p, v) != commits.get(p):
+            raise ProtocolError(p, f"{step}/reveal", "the reveal does not open its commitment")
+        shares[p] = v
+    return hashlib.sha256(b"ppdm/kmeans/seed\0" + b"".join(shares[p] for p in net.parties)).digest()
+
+
+def _common_random_groups(seed: bytes, n: int, k: int) -> np.ndarray:
+    """The random balanced deal of ``n`` aligned rows into ``k`` groups that every party
+    expands identically from the joint ``seed`` (SHAKE-256 keys: a random order of the
+    rows dealt round-robin into the groups, in a random order of the groups)."""
+    stream = hashlib.shake_256(b"ppdm/kmeans/random-partition\0" + seed).digest(8 * (n + k))
+    keys = np.frombuffer(stream, dtype="<u8")
+    order = np.argsort(keys[:n], kind="stable")
+    groups = np.argsort(keys[n:], kind="stable").astype(np.int64)
+    labels = np.empty(n, dtype=np.int64)
+    labels[order] = groups[np.arange(n) % k]
+    return labels
+
+
 def vertical_kmeans(
     net: Network,
     x: np.ndarray,
     *,
     k: int,
-    init: Literal["first-k", "random"] | np.ndarray = "first-k",
+    init: Literal["random-partition", "first-k", "random"] | np.ndarray = "random-partition",
     seed: int = 0,
     max_iter: int = 300,
     tol: float = 0.0,
     min_cluster_size: int = 0,
+    min_party_records: int = 0,
     fraction_bits: int | None = None,
     progress: Progress | None = None,
 ) -> KMeansResult:
@@ -470,6 +779,22 @@ def vertical_kmeans(
     all distances to an arbiter, no party sees any distance. ``init="kmeans++"`` is not
     offered: D^2 seeding would reveal every record's distance.
 
+    Starting centers: ``init="random-partition"`` (default) deals the aligned rows into
+    ``k`` random groups of ``N // k`` or ``N // k + 1`` rows, the same at every party
+    (expanded from a joint seed drawn by commit-then-reveal coin tossing,
+    :func:`_joint_seed`, so no party chooses the deal; it reveals nothing), and each
+    party starts from its own columns' group means; the group sizes are public
+    aggregates. ``"first-k"`` (the first ``k`` rows), ``"random"`` (``k`` rows drawn with
+    the public ``seed``) and explicit components start from real records.
+
+    Bounds (module docstring): the common record count ``N`` is exchanged first, and
+    ``k * max(min_cluster_size, 1) > N`` stops every party with
+    :class:`~ppdm.errors.ConfigError` before anything else is sent. The group and
+    cluster sizes are public (every party knows every label), so ``min_cluster_size``
+    is checked locally, alike at every party, before a center is computed; a party's own
+    number of records in a cluster *is* the cluster size here, so ``min_party_records``
+    acts as one more size bound.
+
     Cost per iteration (``n`` records, ``k`` centers): ``(n_parties - 2)`` pairs of
     messages of ``8 n k`` bytes, then a secure argmin with ``k - 1`` comparisons of about
     62-bit values per record between the first two parties; one more such assignment
@@ -491,19 +816,34 @@ def vertical_kmeans(
     for p, v in net.gather("vkmeans/records").items():
         if _check_int(v, p, "vkmeans/records") != n:
             raise ProtocolError(p, "vkmeans/records", f"has {v} records, this party has {n}")
-    if not 1 <= k <= n:
-        raise ValueError(f"k must be in [1, {n}]")
+    if k < 1:
+        raise ValueError("k must be positive")
+    _check_bound(k, min_cluster_size, n)
+    initial_sizes: list[int] | None = None
     if isinstance(init, np.ndarray):
         centers = np.array(init, dtype=np.float64)
         if centers.shape != (k, x.shape[1]):
             raise ValueError(f"initial center components must have shape ({k}, {x.shape[1]})")
+    elif init == "random-partition":
+        groups = _common_random_groups(_joint_seed(net, "vkmeans/init"), n, k)
+        sizes = np.bincount(groups, minlength=k)
+        if _below_floor(sizes, min_party_records):
+            raise _floor_error("starting groups")
+        _check_sizes(sizes, min_cluster_size, "starting groups", empty_ok=False)
+        sums = np.zeros((k, x.shape[1]))
+        np.add.at(sums, groups, x)
+        centers = sums / sizes[:, None]
+        initial_sizes = [int(c) for c in sizes]
     elif init == "first-k":
         centers = x[:k].copy()
     elif init == "random":
         rows = np.sort(SeededRandom(seed).permutation(n)[:k])
         centers = x[rows].copy()
     else:
-        raise ValueError(f"unknown init {init!r} for vertical k-means (first-k or random)")
+        raise ValueError(
+            f"unknown init {init!r} for vertical k-means (random-partition, first-k or random)"
+        )
+    initial_centers = centers.copy()
     a, b = parties[0], parties[1]
     session = (
         OTSession(net.scoped("vkmeans/ot"), b if net.me == a else a) if net.me in (a, b) else None
@@ -575,7 +915,9 @@ def vertical_kmeans(
         if min_cluster_size > 0:
             # The labels are public to the parties; stop before any centre over a small
             # cluster is computed (and released in the result).
-            _check_sizes(counts, min_cluster_size, it)
+            _check_sizes(counts, min_cluster_size, f"iteration {it}")
+        if _below_floor(counts, min_party_records):
+            raise _floor_error(f"iteration {it}")
         sums = np.zeros_like(centers)
         np.add.at(sums, labels, x)
         new_centers = centers.copy()
@@ -599,6 +941,11 @@ def vertical_kmeans(
         # Stopped by tol or max_iter: the labels belong to the previous centers; assign
         # the records to the final centers (as the horizontal version and sklearn do).
         labels = secure_assign(net.scoped("vkmeans/final"), centers)
+        final = np.bincount(labels, minlength=k)
         if min_cluster_size > 0:
-            _check_sizes(np.bincount(labels, minlength=k), min_cluster_size, it + 1)
-    return KMeansResult(centers, labels, it, float("nan"), converged, history)
+            _check_sizes(final, min_cluster_size, f"iteration {it + 1}")
+        if _below_floor(final, min_party_records):
+            raise _floor_error(f"iteration {it + 1}")
+    return KMeansResult(
+        centers, labels, it, float("nan"), converged, history, initial_centers, initial_sizes
+    )

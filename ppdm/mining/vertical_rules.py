@@ -11,47 +11,89 @@ holds which items — is public.
 Apriori runs on the public candidate lattice; the support of a candidate ``Z`` is counted
 according to who owns its items:
 
-- all items at one party: that party counts it locally and shares the count;
-- items at two or more parties (``method="ot"``, the default): the owners count the
-  transactions where all their parts' covers (the AND of each owner's own columns) are 1
-  with :func:`ppdm.protocols.gmw.multiparty_and_counts`, all candidates of a level and
-  owner set in one batch. Two owners: one random OT per transaction and *distinct part*
-  of the choosing owner serves every candidate over that part, each candidate costing
-  only its packed correction of ``l`` bits per transaction, ``l`` the bits of a public
-  bound of its support, the smallest published support of its subsets one item smaller
-  (:func:`ppdm.protocols.dot_product_ot.column_product_shares`);
-  three or more owners: the same products chained GMW-style over additive shares;
-- ``method="gilboa"``: the previous two-party path, one correlated OT with a 64-bit
-  correction per transaction *and candidate* (:func:`ppdm.protocols.dot_product_ot.binary_dot_product`),
-  kept for comparison; ``method="paillier"``: Paillier dot products
-  (:func:`ppdm.protocols.dot_product_paillier.dot_product_paillier`; slow, for comparison);
-- with ``multiparty="intersection"`` (and always with ``gilboa``/``paillier`` when asked
-  for), candidates over three or more owners use the secure intersection cardinality of
-  the owners' sets of covering transaction ids (:mod:`ppdm.protocols.intersection`,
-  elliptic-curve commutative encryption), among the owners only.
+- all items at one party: that party counts it locally; it publishes only which of these
+  candidates are frequent and their counts (aggregates of its own columns), never the
+  count of an infrequent one;
+- items at two or more parties (``method="ot"``, the default): the owners compute
+  additive shares of the number of transactions where all their parts' covers (the AND
+  of each owner's own columns) are 1 with
+  :func:`ppdm.protocols.gmw.multiparty_and_shares`, all candidates of a level and owner
+  set in one batch. Two owners: one random OT per transaction and *distinct part* of the
+  choosing owner serves every candidate over that part, each candidate costing only its
+  packed correction of ``l`` bits per transaction
+  (:func:`ppdm.protocols.dot_product_ot.column_product_shares`); three or more owners:
+  the same products chained GMW-style over additive shares;
+- ``method="gilboa"``: two owners use the previous path, one correlated OT with a 64-bit
+  correction per transaction *and candidate*
+  (:func:`ppdm.protocols.dot_product_ot.binary_dot_product_shares`), kept for
+  comparison; ``method="paillier"``: Paillier dot products
+  (:func:`ppdm.protocols.dot_product_paillier.dot_product_paillier`, output as shares;
+  slow, for comparison). Three or more owners always use the GMW path: the
+  commutative-encryption intersection (``multiparty="intersection"``) revealed subset
+  intersection sizes to its evaluator and is refused with three or more parties.
 
-Leakage (semi-honest): the support count of every candidate itemset is revealed to all
-parties (as in Vaidya & Clifton 2002, whose parties compare the scalar product with the
-threshold in the clear), from which the frequent itemsets and rules follow. The default
-protocols reveal nothing else (shares are uniform; the ring sizes follow from public
-counts); ``multiparty="intersection"`` adds that protocol's leakage to its evaluator
-(subset intersection sizes). No party sees another party's columns.
+What the shared counts reveal (``protect``)
+-------------------------------------------
+A co-party chooses its own columns freely: with one indicator item per transaction
+(item ``1000 + i`` in row ``i`` only) every 2-item candidate ``{1000 + i, j}`` counts
+``v_j[i]``, so counts opened in the clear give back the other parties' columns row by
+row; differencing (items over ``R + {i}`` and ``R``) and threshold crossings (prefix
+sets) defeat a plain minimum count. The shares are therefore never opened as they are:
+
+- ``protect="dp"`` (the job's default): every count of a candidate over two or more
+  owners is opened with noise (:func:`ppdm.protocols.gmw.open_noisy`): each owner adds
+  its own two-sided geometric noise of scale ``max_shared_candidates / epsilon`` to its
+  share, so each honest owner's noise alone makes every such count
+  ``epsilon / max_shared_candidates``-differentially private with respect to one
+  transaction (row) of its data, against any coalition of the other parties. One row
+  changes each count by at most 1, and at most ``max_shared_candidates`` noisy counts
+  are opened per job (a level that would exceed it is refused: mining stops there,
+  ``protection["budget_exhausted"]``), so by basic sequential composition the whole job
+  is ``epsilon``-DP for each party's shared columns. Frequent means noisy count
+  ``>=`` the threshold; the published counts are the noisy ones (post-processing),
+  capped at the smallest published count of their subsets. Results are therefore
+  *noisy*: itemsets near the threshold may be missed or added, and counts are off by
+  about ``sqrt(2 t) * max_shared_candidates / epsilon`` for ``t`` owners.
+- ``protect="exact"`` (this function's default; in a job only with partners its owner
+  trusts): counts are exact, but whether a shared candidate reaches the threshold is
+  decided on the shares (:func:`ppdm.protocols.gmw.shares_at_least`, a secure
+  comparison) and only the counts of frequent candidates are opened. An infrequent
+  candidate reveals only that it is infrequent. This still lets a co-party learn single
+  rows by differencing frequent counts (items over ``R + {i}`` and ``R`` with ``R`` large
+  enough to be frequent): it protects only against parties trusted not to craft items.
+
+The threshold count is ``max(min_count(min_support, n), min_aggregate)``.
+``protect="exact"`` with ``min_aggregate=0`` gives exactly the itemsets, counts and
+rules of a centralized Apriori on the pooled data. The result's ``protection`` records
+the mode, ``epsilon``, the per-count ``epsilon_per_count`` and ``noise_scale``, the
+number of ``noisy_counts`` opened and ``epsilon_spent`` (so a node can charge it to its
+per-data-set budget).
+
+Leakage (semi-honest), beyond the frequent itemsets and their (noisy) counts: the
+one-owner counts of frequent candidates (the owner's own aggregates); with ``"dp"`` the
+noisy counts of infrequent shared candidates, to their owners; nothing else (shares are
+uniform; ring sizes follow from public values). No party sees another party's columns.
 
 Cost per level (default): per owner set, ``16 N`` bytes per distinct part of each
 choosing owner plus ``N * l / 8`` bytes per candidate (two owners; ``t(t-1)/2`` times that
-for ``t`` owners), ``N`` transactions; and broadcasts of the counts. Each level's entry in
-the result records ``shared_candidates`` (counted by two or more owners),
-``payload_bytes`` (all parties' protocol payload for them: OT matrices, corrections,
-shares; computed from public information, so every party and transport reports the same;
-message envelopes and the one-time OT setup excluded) and their ratio
-``bytes_per_candidate_transaction`` (about 1.4 on BMS-WebView-1; about 24 with
-``method="gilboa"``; ``None`` for Paillier and the intersection protocol).
+for ``t`` owners), ``N`` transactions; ``l`` is the bits of a public bound of the count
+(the smallest published count of its subsets) plus one for the sign with ``"exact"``,
+and the bits of ``N`` plus the noise range with ``"dp"`` (16 bits for mushroom at the
+defaults); ``"exact"`` adds one secure comparison per shared candidate. Each level's
+entry in the result records ``shared_candidates`` (counted by two or more owners),
+``payload_bytes`` (all parties' payload of the counting protocol and the opening:
+OT matrices, corrections, shares; computed from public information, so every party and
+transport reports the same; message envelopes, the one-time OT setup and the
+comparisons of ``"exact"`` excluded) and their ratio ``bytes_per_candidate_transaction``
+(about 1.4 on BMS-WebView-1; about 24 with ``method="gilboa"``; ``None`` for Paillier).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, Literal
 
 import numpy as np
@@ -65,16 +107,36 @@ from ppdm.mining.itemsets import (
     min_count,
     support_counts,
 )
-from ppdm.parties.codec import ByteStrings
 from ppdm.parties.network import Network
 from ppdm.progress import Progress, progress_or_null
 
 log = logging.getLogger(__name__)
 
-__all__ = ["vertical_association_rules"]
+__all__ = ["PROTECT_MODES", "VerticalAssocResult", "vertical_association_rules"]
+
+#: ``protect`` values: noisy counts (differential privacy) or exact counts opened only
+#: for frequent candidates (module docstring).
+PROTECT_MODES = ("dp", "exact")
 
 # Cells of the candidate x transaction bit matrix sent to one dot-product call.
 _BATCH_CELLS = 1 << 25
+
+Protect = Literal["dp", "exact"]
+
+
+@dataclass
+class VerticalAssocResult(AssocResult):
+    """:class:`~ppdm.mining.assoc_common.AssocResult` plus ``protection``: how the shared
+    counts were opened (``protect``, ``epsilon``, ``epsilon_per_count``, ``noise_scale``,
+    ``noisy_counts``, ``epsilon_spent``, ``budget_exhausted``, ``refused_level``,
+    ``threshold_count``, ``min_aggregate``; module docstring)."""
+
+    protection: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out = super().to_json()
+        out["protection"] = dict(self.protection)
+        return out
 
 
 def _exchange_schema(net: Network, own: list) -> dict[str, list]:
@@ -95,47 +157,109 @@ def _exchange_schema(net: Network, own: list) -> dict[str, list]:
     return schema
 
 
+def _agree(net: Network, params: list[Any]) -> None:
+    """Every party runs with the same parameters that decide what is opened."""
+    net.broadcast("vassoc/params", params)
+    for p, got in net.gather("vassoc/params", expect=list).items():
+        if got != params:
+            raise ProtocolError(p, "vassoc/params", "job parameters differ between the parties")
+
+
+@dataclass
+class _Protection:
+    """The job's protection settings and the privacy budget spent so far."""
+
+    mode: str
+    threshold: int
+    scale: Fraction | None  # dp: noise scale per owner and count
+    budget: int
+    used: int = 0
+
+
 def vertical_association_rules(
     net: Network,
     db: TransactionDB | Any,
     *,
     min_support: float,
     min_confidence: float,
+    protect: Protect = "exact",
+    epsilon: float = 1.0,
+    max_shared_candidates: int = 256,
+    min_aggregate: int = 0,
     method: Literal["ot", "gilboa", "paillier"] = "ot",
     multiparty: Literal["gmw", "intersection"] = "gmw",
     max_len: int | None = None,
     paillier_key_bits: int = 2048,
     progress: Progress | None = None,
-) -> AssocResult:
+) -> VerticalAssocResult:
     """Frequent itemsets (with support counts) and rules of the vertically partitioned
     transactions (module docstring). ``db`` holds this party's own item columns for all
     transactions, in the common transaction order (a :class:`TransactionDB`, or anything
     :func:`~ppdm.mining.itemsets.as_transaction_db` takes: a one-hot DataFrame of its
-    columns, lists of items). ``method`` and ``multiparty`` choose the protocols (module
-    docstring); every party must pass the same."""
+    columns, lists of items).
+
+    ``protect``: ``"exact"`` (exact counts, opened only for frequent candidates) or
+    ``"dp"`` (every shared count opened with noise; ``epsilon`` per party and job, split
+    evenly over at most ``max_shared_candidates`` noisy counts). ``min_aggregate``: the
+    smallest count that makes an itemset frequent, whatever ``min_support`` says.
+    ``method`` and ``multiparty`` choose the protocols. Every party must pass the same
+    values (checked: :class:`~ppdm.errors.ProtocolError` otherwise)."""
     if method not in ("ot", "gilboa", "paillier"):
         raise ValueError(f"unknown method {method!r}")
     if multiparty not in ("gmw", "intersection"):
         raise ValueError(f"unknown multiparty protocol {multiparty!r}")
-    from ppdm.protocols.dot_product_ot import binary_dot_product
-    from ppdm.protocols.intersection import secure_intersection_cardinalities
+    if protect not in PROTECT_MODES:
+        raise ValueError(f"unknown protect mode {protect!r}: dp or exact")
+    if isinstance(min_aggregate, bool) or not isinstance(min_aggregate, int) or min_aggregate < 0:
+        raise ValueError("min_aggregate must be a non-negative integer")
+    if (
+        isinstance(max_shared_candidates, bool)
+        or not isinstance(max_shared_candidates, int)
+        or max_shared_candidates < 1
+    ):
+        raise ValueError("max_shared_candidates must be a positive integer")
+    scale: Fraction | None = None
+    if protect == "dp":
+        from ppdm.protocols.gmw import as_fraction
 
+        if not isinstance(epsilon, int | float) or not np.isfinite(epsilon) or epsilon <= 0:
+            raise ValueError("epsilon must be a positive finite number")
+        scale = Fraction(max_shared_candidates) / as_fraction(epsilon)
     min_count(min_support, 1)
+    if multiparty == "intersection" and len(net.parties) > 2:
+        raise ValueError(
+            "multiparty='intersection' reveals subset intersection sizes to its evaluator "
+            "and is not offered any more: use 'gmw'"
+        )
     db = as_transaction_db(db, argument="db")
     n = db.n_transactions
     net.broadcast("vassoc/rows", n)
     for p, v in net.gather("vassoc/rows").items():
         if isinstance(v, bool) or not isinstance(v, int) or v != n:
             raise ProtocolError(p, "vassoc/rows", f"has {v} transactions, this party has {n}")
+    _agree(
+        net,
+        [
+            protect,
+            repr(float(epsilon)) if protect == "dp" else "",
+            max_shared_candidates if protect == "dp" else 0,
+            min_aggregate,
+            repr(float(min_support)),
+            -1 if max_len is None else int(max_len),
+            method,
+        ],
+    )
     own_items = [native_label(x) for x in db.items]
     schema = _exchange_schema(net, own_items)
     owner = {item: p for p in net.parties for item in schema[p]}
-    threshold = min_count(min_support, n)
+    threshold = max(min_count(min_support, n), min_aggregate)
+    guard = _Protection(protect, threshold, scale, max_shared_candidates)
     prog = progress_or_null(progress)
     sessions: dict[tuple[str, str], Any] = {}
     counts: dict[frozenset, int] = {}
     levels: list[dict[str, Any]] = []
     prev: list[tuple] = []
+    refused: int | None = None
     k = 1
     prog.start("association levels", max_len)
     while max_len is None or k <= max_len:
@@ -148,8 +272,12 @@ def vertical_association_rules(
         for c in candidates:
             owners = tuple(p for p in net.parties if any(owner[x] == p for x in c))
             groups.setdefault(owners, []).append(c)
+        shared_cands = sum(len(c) for o, c in groups.items() if len(o) > 1)
+        if guard.scale is not None and guard.used + shared_cands > guard.budget:
+            refused = k  # opening these counts would exceed the privacy budget
+            break
         level_counts: dict[tuple, int] = {}
-        payload = shared_cands = 0
+        payload = 0
         for gi, (owners, cands) in enumerate(sorted(groups.items())):
             gsub = sub.scoped(f"group{gi}")
             got, cost = _count_group(
@@ -160,18 +288,14 @@ def vertical_association_rules(
                 cands,
                 owner,
                 method,
-                multiparty,
                 sessions,
                 counts,
                 paillier_key_bits,
-                binary_dot_product,
-                secure_intersection_cardinalities,
+                guard,
             )
-            if cost is not None:
-                payload += cost
-                shared_cands += len(cands)
-            level_counts.update(zip(cands, got, strict=True))
-        large = sorted(c for c in candidates if level_counts[c] >= threshold)
+            payload += cost
+            level_counts.update(got)
+        large = sorted(level_counts)
         for c in large:
             counts[frozenset(c)] = level_counts[c]
         levels.append(
@@ -183,7 +307,9 @@ def vertical_association_rules(
                 "shared_candidates": shared_cands,
                 "payload_bytes": payload,
                 "bytes_per_candidate_transaction": (
-                    round(payload / (shared_cands * n), 4) if shared_cands and n else None
+                    round(payload / (shared_cands * n), 4)
+                    if shared_cands and n and method != "paillier"
+                    else None
                 ),
             }
         )
@@ -193,7 +319,38 @@ def vertical_association_rules(
         prev = large
         k += 1
     prog.finish()
-    return AssocResult.with_counts(n, min_support, min_confidence, counts, levels)
+    result = VerticalAssocResult.with_counts(n, min_support, min_confidence, counts, levels)
+    result.protection = _protection_record(guard, min_aggregate, epsilon, refused)
+    return result
+
+
+def _protection_record(
+    guard: _Protection, min_aggregate: int, epsilon: float, refused: int | None
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "protect": guard.mode,
+        "threshold_count": guard.threshold,
+        "min_aggregate": min_aggregate,
+    }
+    if guard.scale is None:
+        out["compared_counts"] = guard.used
+        return out
+    per_count = float(epsilon) / guard.budget
+    out.update(
+        {
+            "epsilon": float(epsilon),
+            "max_shared_candidates": guard.budget,
+            "epsilon_per_count": per_count,
+            "noise": "two-sided geometric, added by each owner to its share",
+            "noise_scale": float(guard.scale),
+            "noisy_counts": guard.used,
+            "epsilon_spent": per_count * guard.used,
+            "composition": "basic: one row changes each shared count by at most 1",
+            "budget_exhausted": refused is not None,
+            "refused_level": refused,
+        }
+    )
+    return out
 
 
 def _count_group(
@@ -204,57 +361,134 @@ def _count_group(
     cands: Sequence[tuple],
     owner: Mapping[Any, str],
     method: str,
-    multiparty: str,
     sessions: dict[tuple[str, str], Any],
     counts: Mapping[frozenset, int],
     key_bits: int,
-    binary_dot_product: Any,
-    intersections: Any,
-) -> tuple[list[int], int | None]:
-    """Support counts of candidates whose items belong to exactly ``owners``; every party
-    calls this for every group in the same order and gets the counts, and the payload
-    bytes of the counting protocol (``None`` for one owner and for the Paillier and
-    intersection paths), computed from public information: the same at every party."""
+    guard: _Protection,
+) -> tuple[dict[tuple, int], int]:
+    """The frequent candidates among ``cands`` (whose items belong to exactly
+    ``owners``) with their published counts; every party calls this for every group in
+    the same order and gets the same answer, and the payload bytes of the counting
+    protocol (0 for one owner), computed from public information: the same at every
+    party."""
     me = net.me
     m = len(cands)
     n = db.n_transactions
     announcer = owners[0]
-    shared = len(owners) > 1 and method == "ot" and (len(owners) == 2 or multiparty == "gmw")
-    plan = _shared_plan(n, owners, cands, owner, counts) if shared else None
-    cost: int | None = None
-    if plan is not None:
-        from ppdm.protocols.gmw import multiparty_and_bytes
+    bounds = np.array([_bound(c, counts, n) for c in cands], dtype=np.int64)
+    thresholds = np.full(m, guard.threshold, dtype=np.int64)
+    cost = 0
+    shared = len(owners) > 1
+    plan = None
+    if shared:
+        from ppdm.protocols.dot_product_ot import bit_widths
+        from ppdm.protocols.gmw import noisy_width
 
-        cost = multiparty_and_bytes(n, plan[2], plan[3])
-    elif len(owners) == 2 and method == "gilboa":
-        cost = _gilboa_bytes(m, n)
-    if me in owners:
-        own_parts = [tuple(x for x in c if owner[x] == me) for c in cands]
-        if len(owners) == 1:
-            result = support_counts(db, own_parts).astype(np.int64)
-        elif plan is not None:
-            result = _shared_counts(net, root, db, plan, sessions)
-        elif len(owners) == 2:
+        if guard.scale is not None:
+            ring = np.full(m, (1 << noisy_width(n, len(owners), guard.scale)) - 1, np.int64)
+        else:  # room for the sign of count - threshold
+            ring = 2 * np.maximum(bounds, thresholds) + 1
+        widths = bit_widths(ring)
+        if method == "ot" or len(owners) > 2:
+            from ppdm.protocols.gmw import multiparty_and_bytes
+
+            plan = _shared_plan(owners, cands, owner, ring)
+            cost = multiparty_and_bytes(n, plan[2], plan[3])
+        elif method == "gilboa":
+            cost = _gilboa_bytes(m, n) + 8 * 2 * m
+        guard.used += m
+    if me not in owners:
+        return _receive_frequent(net, announcer, cands, guard.threshold, n), cost
+    own_parts = [tuple(x for x in c if owner[x] == me) for c in cands]
+    if not shared:
+        exact = support_counts(db, own_parts).astype(np.int64)
+        frequent = exact >= guard.threshold
+        published = exact
+    else:
+        if plan is not None:
+            share = _shared_counts(net, root, db, plan, sessions)
+        elif method == "paillier":
             a, b = owners
-            if method == "paillier":
-                result = _pair_paillier(net, db, own_parts, a, b, key_bits)
-            else:
-                result = _pair_ot(
-                    net, db, own_parts, a, b, _session(root, sessions, a, b), binary_dot_product
-                )
+            share = _pair_paillier(net, db, own_parts, a, b, key_bits)
         else:
-            covers = [np.flatnonzero(db.cover(part)) for part in own_parts]
-            result = np.asarray(
-                intersections(net.scoped("intersection"), covers, ring=owners), dtype=np.int64
+            a, b = owners
+            share = _pair_ot(net, db, own_parts, a, b, _session(root, sessions, a, b))
+        share &= (np.uint64(1) << widths.astype(np.uint64)) - np.uint64(1)
+        frequent, published = _open_protected(
+            net, root, share, widths, owners, bounds, thresholds, n, guard, sessions
+        )
+    others = [p for p in net.parties if p not in owners]
+    if me == announcer and others:
+        net.broadcast("frequent", np.packbits(frequent), to=others)
+        net.broadcast("counts", published[frequent].astype(np.int64), to=others)
+    return {c: int(v) for c, f, v in zip(cands, frequent, published, strict=True) if f}, cost
+
+
+def _open_protected(
+    net: Network,
+    root: Network,
+    share: np.ndarray,
+    widths: np.ndarray,
+    owners: tuple[str, ...],
+    bounds: np.ndarray,
+    thresholds: np.ndarray,
+    n: int,
+    guard: _Protection,
+    sessions: dict[tuple[str, str], Any],
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(frequent, published counts)`` of shared candidates from this owner's
+    ``share``: noisy counts (``dp``; capped at the public bound) or exact counts opened
+    only where a secure comparison found them frequent (``exact``)."""
+    from ppdm.protocols.dot_product_ot import open_shares
+    from ppdm.protocols.gmw import open_noisy, shares_at_least
+
+    me = net.me
+    if guard.scale is not None:
+        noisy = open_noisy(net, share, width=int(widths[0]), n=n, owners=owners, scale=guard.scale)
+        return noisy >= guard.threshold, np.minimum(noisy, bounds)
+    a, b = owners[0], owners[1]
+    session = _session(root, sessions, a, b) if me in (a, b) else None
+    frequent = shares_at_least(
+        net, share, widths=widths, thresholds=thresholds, owners=owners, session=session
+    )
+    published = np.zeros(len(share), dtype=np.int64)
+    rows = np.flatnonzero(frequent)
+    if len(rows):
+        published[rows] = open_shares(
+            net,
+            share[rows],
+            widths=widths[rows],
+            bounds=bounds[rows],
+            to=[p for p in owners if p != me],
+            step="vassoc/open",
+        )
+        if bool((published[rows] < thresholds[rows]).any()):
+            raise ProtocolError(
+                owners[-1], "vassoc/open", "a frequent count opened below the threshold"
             )
-        others = [p for p in net.parties if p not in owners]
-        if me == announcer and others:
-            net.broadcast("counts", result, to=others)
-        return [int(v) for v in result], cost
+    return frequent, published
+
+
+def _receive_frequent(
+    net: Network, announcer: str, cands: Sequence[tuple], threshold: int, n: int
+) -> dict[tuple, int]:
+    """At a party outside the owners: the frequent candidates and their counts, as the
+    first owner announces them."""
+    m = len(cands)
+    bits = net.receive(announcer, "frequent", expect=np.ndarray)
+    if bits.dtype != np.uint8 or bits.shape != ((m + 7) // 8,):
+        raise ProtocolError(announcer, "frequent", f"expected {m} packed bits")
+    frequent = np.unpackbits(bits)[:m].astype(bool)
     got = net.receive(announcer, "counts", expect=np.ndarray)
-    if got.dtype != np.int64 or got.shape != (m,) or (m and (got.min() < 0 or got.max() > n)):
-        raise ProtocolError(announcer, "counts", f"expected {m} valid counts")
-    return [int(v) for v in got], cost
+    f = int(frequent.sum())
+    if (
+        got.dtype != np.int64
+        or got.shape != (f,)
+        or (f and (got.min() < threshold or got.max() > n))
+    ):
+        raise ProtocolError(announcer, "counts", "expected a valid count per frequent candidate")
+    chosen = [c for c, keep in zip(cands, frequent, strict=True) if keep]
+    return {c: int(v) for c, v in zip(chosen, got, strict=True)}
 
 
 def _session(root: Network, sessions: dict[tuple[str, str], Any], a: str, b: str) -> Any:
@@ -269,15 +503,14 @@ def _session(root: Network, sessions: dict[tuple[str, str], Any], a: str, b: str
 
 
 def _shared_plan(
-    n: int,
     owners: tuple[str, ...],
     cands: Sequence[tuple],
     owner: Mapping[Any, str],
-    counts: Mapping[frozenset, int],
+    ring: np.ndarray,
 ) -> tuple[list[str], dict[str, list[tuple]], np.ndarray, np.ndarray]:
-    """The public inputs of :func:`~ppdm.protocols.gmw.multiparty_and_counts` for a group:
-    the owners' order, each owner's distinct parts, the candidates' part indices and the
-    bounds (:func:`_bound`)."""
+    """The public inputs of :func:`~ppdm.protocols.gmw.multiparty_and_shares` for a
+    group: the owners' order, each owner's distinct parts, the candidates' part indices
+    and the ring bounds (the counts are shared modulo ``2^bit_length(ring)``)."""
     parts = {p: [tuple(x for x in c if owner[x] == p) for c in cands] for p in owners}
     distinct = {p: sorted(set(parts[p])) for p in owners}
     # Choosers (later in the order) should have few distinct parts: their OTs are reused.
@@ -286,8 +519,7 @@ def _shared_plan(
     for k, p in enumerate(order):
         at = {part: i for i, part in enumerate(distinct[p])}
         index[:, k] = [at[part] for part in parts[p]]
-    bounds = np.array([_bound(c, counts, n) for c in cands], dtype=np.int64)
-    return order, distinct, index, bounds
+    return order, distinct, index, np.asarray(ring, dtype=np.int64)
 
 
 def _bound(candidate: tuple, counts: Mapping[frozenset, int], n: int) -> int:
@@ -306,18 +538,19 @@ def _shared_counts(
     plan: tuple[list[str], dict[str, list[tuple]], np.ndarray, np.ndarray],
     sessions: dict[tuple[str, str], Any],
 ) -> np.ndarray:
-    """Supports of candidates over two or more owners by
-    :func:`~ppdm.protocols.gmw.multiparty_and_counts`; only this party's columns are
-    private."""
-    from ppdm.protocols.gmw import multiparty_and_counts
+    """This owner's additive shares of the supports of candidates over two or more
+    owners, by :func:`~ppdm.protocols.gmw.multiparty_and_shares`; only this party's
+    columns are private."""
+    from ppdm.protocols.gmw import multiparty_and_shares
 
-    order, distinct, index, bounds = plan
+    order, distinct, index, ring = plan
     me = net.me
     own = np.stack([db.cover(part) for part in distinct[me]]).astype(np.uint8)
     mine = {p: _session(root, sessions, me, p) for p in order if p != me}
-    return multiparty_and_counts(
-        net.scoped("gmw"), own, owners=order, index=index, bounds=bounds, sessions=mine
+    share, _ = multiparty_and_shares(
+        net.scoped("gmw"), own, owners=order, index=index, bounds=ring, sessions=mine
     )
+    return share
 
 
 def _gilboa_bytes(m: int, n: int) -> int:
@@ -341,8 +574,11 @@ def _pair_ot(
     a: str,
     b: str,
     session: Any,
-    dot: Any,
 ) -> np.ndarray:
+    """``method="gilboa"``: additive shares modulo ``2^64`` of the two owners' counts,
+    one correlated OT per candidate and transaction."""
+    from ppdm.protocols.dot_product_ot import binary_dot_product_shares
+
     n = db.n_transactions
     per_batch = max(1, _BATCH_CELLS // max(n, 1))
     out = []
@@ -353,9 +589,11 @@ def _pair_ot(
             if chunk
             else np.zeros((0, n), np.uint8)
         )
-        got = dot(net.scoped(f"dot{start}"), bits, x_party=a, y_party=b, session=session)
-        out.append(np.asarray(got, dtype=np.int64).reshape(-1))
-    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+        got = binary_dot_product_shares(
+            net.scoped(f"dot{start}"), bits, x_party=a, y_party=b, session=session
+        )
+        out.append(np.asarray(got, dtype=np.uint64).reshape(-1))
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.uint64)
 
 
 def _pair_paillier(
@@ -363,7 +601,10 @@ def _pair_paillier(
 ) -> np.ndarray:
     """Paillier path: one encrypted cover per distinct ``a``-part, dot products with all
     of ``b``'s covers that go with it (Vaidya & Clifton 2002 with Goethals et al.'s
-    scalar product)."""
+    scalar product), as additive shares modulo the key's ``N``. Returns shares modulo
+    ``2^64``: shares ``s_a + s_b = c + N`` as integers unless ``s_b <= c`` (probability
+    ``(c + 1) / N`` for a uniform mask), so ``s_a`` and ``s_b - N`` add up to ``c``."""
+    from ppdm.parties.codec import ByteStrings
     from ppdm.protocols.dot_product_paillier import dot_product_paillier
 
     me = net.me
@@ -384,7 +625,8 @@ def _pair_paillier(
         ):
             raise ProtocolError(a, "paillier/assign", "invalid candidate grouping")
         distinct = [(i,) for i in range(len(names))]  # only the count matters here
-    result = np.zeros(len(parts), dtype=np.int64)
+    result = np.zeros(len(parts), dtype=np.uint64)
+    low = (1 << 64) - 1
     for g in range(len(distinct)):
         rows = np.flatnonzero(group_of == g)
         if me == a:
@@ -396,11 +638,12 @@ def _pair_paillier(
             vec,
             holder=a,
             other=b,
-            output="both",
+            output="shares",
             key_bits=key_bits,
             min_key_bits=min(key_bits, 2048),
         )
-        if res.values is None:  # pragma: no cover - output="both" always reveals
-            raise ProtocolError(a if me == b else b, "paillier", "dot products not revealed")
-        result[rows] = np.asarray(res.values, dtype=np.int64).reshape(-1)
+        if len(res.shares) != len(rows):
+            raise ProtocolError(a if me == b else b, "paillier", "wrong number of shares")
+        lift = 0 if me == a else res.modulus
+        result[rows] = [(int(v) - lift) & low for v in res.shares]
     return result

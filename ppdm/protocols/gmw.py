@@ -41,7 +41,10 @@ Security (semi-honest)
   to the count. Any coalition of fewer than ``t`` parties learns nothing beyond the
   counts and its own columns (each share of the product is masked by a pad known to a
   party outside the coalition); more parties than the owners see only the counts.
-- Leakage: the count of every tuple, as in the two-party dot product path; unlike the
+- Leakage of :func:`multiparty_and_counts`: the count of every tuple, as in the
+  two-party dot product path (:func:`multiparty_and_shares` opens nothing;
+  :func:`open_noisy` opens differentially private noisy counts; :func:`shares_at_least`
+  only whether each count reaches a threshold); unlike the
   commutative-encryption intersection cardinality (:mod:`ppdm.protocols.intersection`)
   no evaluator learns the sizes of the parties' sets or of subset intersections.
 - Shares of the wrong type, shape or range, and counts above their public bound, raise
@@ -56,11 +59,16 @@ of parties).
 
 from __future__ import annotations
 
+import math
+import secrets
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 
 import numpy as np
 
+from ppdm.errors import ProtocolError
 from ppdm.parties.network import Network
+from ppdm.protocols.comparison import secure_ge_shares
 from ppdm.protocols.dot_product_ot import (
     _as_bits,
     bit_widths,
@@ -71,9 +79,23 @@ from ppdm.protocols.dot_product_ot import (
 )
 from ppdm.protocols.ot.extension import OTSession
 
-__all__ = ["STEP_OPEN", "multiparty_and_bytes", "multiparty_and_counts"]
+__all__ = [
+    "STEP_NOISY",
+    "STEP_OPEN",
+    "STEP_THRESHOLD",
+    "multiparty_and_bytes",
+    "multiparty_and_counts",
+    "multiparty_and_shares",
+    "noise_bound",
+    "noisy_width",
+    "open_noisy",
+    "shares_at_least",
+    "two_sided_geometric",
+]
 
 STEP_OPEN = "gmw/open"
+STEP_NOISY = "gmw/open-noisy"
+STEP_THRESHOLD = "gmw/threshold"
 #: Cells (tuples x positions) per batch: bounds the per-position shares kept in memory.
 BATCH_CELLS = 1 << 24
 
@@ -87,6 +109,7 @@ def multiparty_and_counts(
     bounds: np.ndarray,
     sessions: Mapping[str, OTSession],
     batch_cells: int = BATCH_CELLS,
+    noise_scale: Fraction | None = None,
 ) -> np.ndarray:
     """Counts ``sum_i AND_k own_k[index[c, k], i]`` for every tuple ``c`` (module
     docstring), revealed to all ``owners``.
@@ -97,6 +120,11 @@ def multiparty_and_counts(
     ``index`` and ``m`` public ``bounds`` of the counts (``n`` if nothing better is
     known), and ``sessions[peer]``, an :class:`~ppdm.protocols.ot.extension.OTSession`
     with every other owner. Returns ``m`` int64 counts.
+
+    ``noise_scale`` (every owner passes the same): open the counts with noise instead,
+    :func:`open_noisy` (each owner adds its own discrete Laplace noise of this scale to
+    its share; the counts are then computed in the ring of :func:`noisy_width`, the
+    ``bounds`` are not used). Returns the noisy counts, which may lie outside ``[0, n]``.
 
     Examples
     --------
@@ -110,6 +138,41 @@ def multiparty_and_counts(
     >>> run_local(party, cols)
     {'a': [2], 'b': [2], 'c': [2]}
     """
+    owners = list(owners)
+    n = np.asarray(own).shape[-1] if np.asarray(own).ndim == 2 else 0
+    bnd = np.asarray(bounds, dtype=np.int64).reshape(-1)
+    if noise_scale is not None:
+        width = noisy_width(n, len(owners), noise_scale)
+        bnd = np.full(len(bnd), (1 << width) - 1, dtype=np.int64)
+    share, widths = multiparty_and_shares(
+        net, own, owners=owners, index=index, bounds=bnd, sessions=sessions, batch_cells=batch_cells
+    )
+    others = [p for p in owners if p != net.me]
+    if noise_scale is not None:
+        return open_noisy(
+            net, share, width=int(widths.max(initial=1)), n=n, owners=owners, scale=noise_scale
+        )
+    if not len(share):
+        return np.zeros(0, dtype=np.int64)
+    return open_shares(net, share, widths=widths, bounds=bnd, to=others, step=STEP_OPEN)
+
+
+def multiparty_and_shares(
+    net: Network,
+    own: np.ndarray,
+    *,
+    owners: Sequence[str],
+    index: np.ndarray,
+    bounds: np.ndarray,
+    sessions: Mapping[str, OTSession],
+    batch_cells: int = BATCH_CELLS,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Additive shares of the counts of :func:`multiparty_and_counts`, not opened:
+    ``(share, widths)``, this owner's ``m`` uint64 shares and the public ring sizes in
+    bits (count ``c`` is the sum of the owners' shares modulo ``2^widths[c]``;
+    ``widths = bit_widths(bounds)``). Any ``t - 1`` owners' shares are uniformly random.
+    Open them with :func:`~ppdm.protocols.dot_product_ot.open_shares`,
+    :func:`open_noisy`, or decide a threshold first with :func:`shares_at_least`."""
     owners = list(owners)
     t = len(owners)
     if t < 2 or len(set(owners)) != t or net.me not in owners:
@@ -132,12 +195,11 @@ def multiparty_and_counts(
     for p in owners:
         if p != net.me and p not in sessions:
             raise ValueError(f"no OT session with {p!r}")
-    if not m:
-        return np.zeros(0, dtype=np.int64)
-    out = np.zeros(m, dtype=np.int64)
+    widths = bit_widths(bnd)
+    out = np.zeros(m, dtype=np.uint64)
     for rows in _batches(idx, n, batch_cells):
-        out[rows] = _batch(net, v, owners, pos, idx[rows], bnd[rows], sessions, n)
-    return out
+        out[rows] = _batch(net, v, owners, pos, idx[rows], widths[rows], sessions, n)
+    return out, widths
 
 
 def _batches(index: np.ndarray, n: int, batch_cells: int) -> list[np.ndarray]:
@@ -174,12 +236,11 @@ def _batch(
     owners: list[str],
     pos: int,
     idx: np.ndarray,
-    bounds: np.ndarray,
+    widths: np.ndarray,
     sessions: Mapping[str, OTSession],
     n: int,
 ) -> np.ndarray:
     t = len(owners)
-    widths = bit_widths(bounds)
     masks = (np.uint64(1) << widths.astype(np.uint64)) - np.uint64(1)
     share: np.ndarray | None = v[idx[:, 0]] if pos == 0 else None
     for j in range(1, t):
@@ -214,6 +275,217 @@ def _batch(
                 share = share + g
     if share is None:  # pragma: no cover - every owner takes part in the last step
         raise RuntimeError("no share after the last step")
-    total = share.astype(np.uint64) & masks
+    return share.astype(np.uint64) & masks
+
+
+# -- opening with noise, and deciding a threshold without opening ----------------------------
+
+#: Per owner, noise beyond ``NOISE_TAIL * scale`` in magnitude has probability below
+#: ``2 e^-NOISE_TAIL``: the ring of :func:`noisy_width` holds every count plus noise
+#: below that bound (a larger sum would wrap around: still private, wrong only then).
+NOISE_TAIL = 40
+
+
+def as_fraction(value: float | int | Fraction | str) -> Fraction:
+    """A positive finite number as an exact fraction (floats by their shortest decimal:
+    ``0.1`` is ``1/10``)."""
+    if isinstance(value, bool):
+        raise ValueError("expected a number")
+    frac = Fraction(repr(float(value))) if isinstance(value, float) else Fraction(value)
+    if frac <= 0:
+        raise ValueError("expected a positive number")
+    return frac
+
+
+def _bernoulli_exp(gamma: Fraction) -> bool:
+    """An exact Bernoulli(``exp(-gamma)``) trial, ``gamma >= 0`` rational (Canonne,
+    Kamath and Steinke 2020, Algorithm 1), from :mod:`secrets`."""
+    while gamma > 1:
+        if not _bernoulli_exp(Fraction(1)):
+            return False
+        gamma -= 1
+    num, den = gamma.numerator, gamma.denominator
+    k = 1
+    while secrets.randbelow(den * k) < num:  # A ~ Bernoulli(gamma / k)
+        k += 1
+    return k % 2 == 1
+
+
+def two_sided_geometric(scale: Fraction, size: int) -> np.ndarray:
+    """``size`` exact two-sided geometric (discrete Laplace) variates,
+    ``P(X = x) ∝ exp(-|x| / scale)``, from :mod:`secrets` (Canonne, Kamath and Steinke
+    2020, "The discrete Gaussian for differential privacy", Algorithm 2; no floating
+    point, so none of Mironov's 2012 attacks on floating-point Laplace noise). Adding it
+    to an integer count of sensitivity 1 is ``1/scale``-differentially private (Ghosh,
+    Roughgarden and Sundararajan 2009)."""
+    scale = as_fraction(scale)
+    t, s = scale.numerator, scale.denominator  # P ∝ exp(-|x| s / t)
+    out = np.zeros(int(size), dtype=np.int64)
+    for i in range(len(out)):
+        while True:
+            u = secrets.randbelow(t)
+            if not _bernoulli_exp(Fraction(u, t)):
+                continue
+            v = 0
+            while _bernoulli_exp(Fraction(1)):
+                v += 1
+            y = (u + t * v) // s
+            negative = secrets.randbelow(2) == 1
+            if negative and y == 0:
+                continue
+            out[i] = -y if negative else y
+            break
+    return out
+
+
+def noise_bound(owners: int, scale: Fraction) -> int:
+    """``owners * ceil(NOISE_TAIL * scale)``: the total noise of ``owners`` owners lies
+    within plus or minus this bound except with probability below
+    ``2 * owners * e^-NOISE_TAIL``."""
+    return owners * math.ceil(NOISE_TAIL * as_fraction(scale))
+
+
+def noisy_width(n: int, owners: int, scale: Fraction) -> int:
+    """Ring size in bits for counts in ``[0, n]`` opened with :func:`open_noisy`: the
+    noisy counts, read as signed, lie in ``[-B, n + B]`` (``B`` = :func:`noise_bound`)."""
+    return (int(n) + noise_bound(owners, scale)).bit_length() + 1
+
+
+def open_noisy(
+    net: Network,
+    share: np.ndarray,
+    *,
+    width: int,
+    n: int,
+    owners: Sequence[str],
+    scale: Fraction,
+    step: str = STEP_NOISY,
+) -> np.ndarray:
+    """Open additive shares (modulo ``2^width``, ``width >=`` :func:`noisy_width`) of
+    ``m`` counts in ``[0, n]`` with noise: every owner adds its own
+    :func:`two_sided_geometric` noise of this ``scale`` to its share before sending it
+    to the other ``owners``; all learn ``count + sum of the noises`` (int64, read as
+    signed) and nothing else.
+
+    Privacy (semi-honest): each honest owner's noise alone makes every opened value
+    ``1/scale``-differentially private with respect to a change of 1 in the count,
+    against any coalition of the others (who may subtract their own noise): the
+    coalition's view is the sum of that owner's uniform-looking share and its noise.
+    Wrapping modulo ``2^width`` is post-processing. A sum outside ``[-B, n + B]``
+    (:func:`noise_bound`; probability below ``2 t e^-40`` for honest owners) raises
+    :class:`~ppdm.errors.ProtocolError` naming the last owner.
+    """
+    owners = list(owners)
+    mask = np.uint64((1 << width) - 1)
+    mine = np.ascontiguousarray(share, dtype=np.uint64)
+    if not len(mine):
+        return np.zeros(0, dtype=np.int64)
+    noise = np.asarray(two_sided_geometric(scale, len(mine)), dtype=np.int64)
+    noisy = (mine + noise.view(np.uint64)) & mask
     others = [p for p in owners if p != net.me]
-    return open_shares(net, total, widths=widths, bounds=bounds, to=others, step=STEP_OPEN)
+    total = open_shares(
+        net,
+        noisy,
+        widths=np.full(len(mine), width, dtype=np.int64),
+        bounds=np.full(len(mine), (1 << width) - 1, dtype=np.int64),
+        to=others,
+        step=step,
+    )
+    signed = np.where(total >= (1 << (width - 1)), total - (1 << width), total)
+    bound = noise_bound(len(owners), scale)
+    if bool((signed < -bound).any() or (signed > n + bound).any()):
+        raise ProtocolError(others[-1], step, "shares do not open to noisy counts in range")
+    return signed.astype(np.int64)
+
+
+def shares_at_least(
+    net: Network,
+    share: np.ndarray,
+    *,
+    widths: np.ndarray,
+    thresholds: np.ndarray,
+    owners: Sequence[str],
+    session: OTSession | None,
+    step: str = STEP_THRESHOLD,
+) -> np.ndarray:
+    """``[count_c >= thresholds[c]]`` for counts additively shared among the ``owners``
+    (modulo ``2^widths[c]``), learned by every owner; nothing else is revealed.
+
+    The ring must leave room for the sign: ``count - threshold`` in
+    ``[-2^(w-1), 2^(w-1))`` (``w = widths[c]``; with ``count`` in ``[0, b]`` take
+    ``w = max(b, threshold).bit_length() + 1``). ``session``: at ``owners[0]`` and
+    ``owners[1]``, an :class:`~ppdm.protocols.ot.extension.OTSession` between the two
+    (``None`` at the other owners).
+
+    Construction: with three or more owners, every other owner splits its share at
+    random between ``owners[0]`` and ``owners[1]``; ``owners[0]`` subtracts the
+    threshold; the sign of ``e = x + y`` (mod ``2^w``) is ``MSB(x) XOR MSB(y) XOR carry``
+    with the carry ``[low(x) + low(y) >= 2^(w-1)]`` from one millionaires' comparison
+    (:func:`~ppdm.protocols.comparison.secure_ge_shares`, CrypTFlow2's DReLU, as in
+    :mod:`ppdm.protocols.threshold`); the two open the XOR-shared bits and
+    ``owners[0]`` sends them to the others.
+
+    Security (semi-honest): the re-shared halves and the comparison's messages are
+    uniformly random; only the bits are opened. Collusion: ``owners[0]`` and
+    ``owners[1]`` together learn the counts (from their re-shared halves); with two
+    owners that is no more than the coalition of all owners.
+
+    Cost per count: ``2 * 8`` bytes per further owner, one ``w``-bit comparison (about
+    ``0.6 KB`` for 16 bits with 4-bit blocks), ``2 / 8`` byte to open and ``1 / 8`` byte
+    per further owner.
+    """
+    owners = list(owners)
+    if len(owners) < 2 or net.me not in owners:
+        raise ValueError("owners must be two or more parties including this one")
+    a, b = owners[0], owners[1]
+    w = np.asarray(widths, dtype=np.int64).reshape(-1)
+    m = len(w)
+    thr = np.asarray(thresholds, dtype=np.int64).reshape(-1)
+    if thr.shape != (m,) or np.asarray(share).shape != (m,):
+        raise ValueError("share, widths and thresholds must have the same length")
+    if m and (int(w.min()) < 2 or int(w.max()) > 62):
+        raise ValueError("widths must lie in [2, 62]")
+    if m and (int(thr.min()) < 0 or bool((thr >= (np.int64(1) << (w - 1))).any())):
+        raise ValueError("thresholds must lie in [0, 2^(width - 1))")
+    if not m:
+        return np.zeros(0, dtype=bool)
+    me = net.me
+    masks = (np.uint64(1) << w.astype(np.uint64)) - np.uint64(1)
+    mine = np.asarray(share, dtype=np.uint64) & masks
+    reshare, result_step = f"{step}/reshare", f"{step}/result"
+    packed = ((m + 7) // 8,)
+    if me not in (a, b):
+        half = np.frombuffer(secrets.token_bytes(8 * m), dtype=np.uint64) & masks
+        net.send(a, reshare, half)
+        net.send(b, reshare, (mine - half) & masks)
+        got = net.receive(a, result_step, expect=np.ndarray)
+        if got.dtype != np.uint8 or got.shape != packed:
+            raise ProtocolError(a, result_step, "wrong length of result bits")
+        return np.unpackbits(got)[:m].astype(bool)
+    if session is None or session.peer != (b if me == a else a):
+        raise ValueError("owners[0] and owners[1] need an OT session with each other")
+    for p in owners[2:]:
+        got = net.receive(p, reshare, expect=np.ndarray)
+        if got.dtype != np.uint64 or got.shape != (m,) or bool((got > masks).any()):
+            raise ProtocolError(p, reshare, "shares of the wrong type, shape or range")
+        mine = (mine + got) & masks
+    if me == a:
+        mine = (mine - thr.astype(np.uint64)) & masks
+    top = (w - 1).astype(np.uint64)
+    half_ring = np.uint64(1) << top
+    low = mine & (half_ring - np.uint64(1))
+    # carry = [low(x) + low(y) >= 2^(w-1)] = [low(x) >= 2^(w-1) - low(y)]
+    values = low if me == a else half_ring - low
+    carry = secure_ge_shares(
+        session.net, values, x_party=a, y_party=b, bits=int(w.max()), session=session
+    )
+    msb = ((mine >> top) & np.uint64(1)).astype(np.uint8) ^ carry
+    other = b if me == a else a
+    net.send(other, f"{step}/open", np.packbits(msb))
+    got = net.receive(other, f"{step}/open", expect=np.ndarray)
+    if got.dtype != np.uint8 or got.shape != packed:
+        raise ProtocolError(other, f"{step}/open", "wrong length of opened bits")
+    result = (msb ^ np.unpackbits(got)[:m]) == 0
+    if me == a and owners[2:]:
+        net.broadcast(result_step, np.packbits(result), to=owners[2:])
+    return result

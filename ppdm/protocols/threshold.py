@@ -15,10 +15,18 @@ additive shares of the sum ``E``; with ``|E| < 2^62`` its sign is the bit 62 of
 ``[low62(x) + low62(-R) >= 2^62]`` is one millionaires' comparison of 63-bit values
 (CrypTFlow2's DReLU). The XOR shares are then opened to every party.
 
+:func:`secure_all_nonnegative` runs the same ring and comparison over a table of
+``g`` tests per row but opens only each row's conjunction: the ``g`` sign bits stay
+XOR-shared between the first and the last party and are ANDed with Beaver triples (made
+in the comparison's own batch of triples, on the same OT session). A release rule made of
+several tests needs this: opening the single tests would answer each on its own.
+
 Security (semi-honest)
 ----------------------
-- Every party learns ``[sum_i e_i >= 0]`` for every entry and nothing else: each ring
-  message is uniformly masked, and the comparison reveals only its output.
+- Every party learns ``[sum_i e_i >= 0]`` for every entry (with
+  :func:`secure_all_nonnegative`: for every row, whether all its sums are) and nothing
+  else: each ring message is uniformly masked, and the comparison and the ANDs reveal
+  only their output (Beaver openings are uniformly random).
 - Collusion: the two ring neighbours of a party learn its excess (as for the ring secure
   sum); the first and last party together learn the sum.
 
@@ -42,10 +50,10 @@ import numpy as np
 
 from ppdm.errors import ProtocolError
 from ppdm.parties.network import Network
-from ppdm.protocols.comparison import secure_ge_shares
+from ppdm.protocols.comparison import _as_unsigned, _BitEngine, _compare_core, secure_ge_shares
 from ppdm.protocols.ot.extension import OTSession
 
-__all__ = ["secure_sum_nonnegative"]
+__all__ = ["compare_session", "secure_all_nonnegative", "secure_sum_nonnegative"]
 
 _V = 62
 _LOW = np.uint64((1 << _V) - 1)
@@ -60,6 +68,116 @@ def compare_session(net: Network, scope: str) -> OTSession | None:
         return None
     peer = parties[-1] if net.me == parties[0] else parties[0]
     return OTSession(net.scoped(scope), peer)
+
+
+def _as_excess(net: Network, values: np.ndarray) -> np.ndarray:
+    v = np.asarray(values)
+    if v.size and not np.issubdtype(v.dtype, np.integer):
+        raise ValueError("values must be an integer array")
+    if v.size and int(np.max(np.abs(v.astype(np.int64)))) >= (1 << _V) // max(len(net.parties), 1):
+        raise ValueError("values too large for a 62-bit signed sum")
+    return v.astype(np.int64)
+
+
+class _ExtraTriples(_BitEngine):
+    """A bit engine whose first batch of triples (the comparison's own, made once its
+    leaf OTs are done) also holds ``extra`` more for the caller's ANDs afterwards: the
+    caller's triples cost no round trip of their own."""
+
+    def __init__(self, session: OTSession, extra: int) -> None:
+        super().__init__(session)
+        self.extra = extra
+
+    def make_triples(self, count: int) -> None:
+        super().make_triples(count + self.extra)
+        self.extra = 0
+
+
+def _negative_shares(
+    net: Network, mine: np.ndarray, session: OTSession | None, *, and_count: int = 0
+) -> tuple[np.ndarray | None, _BitEngine | None]:
+    """The ring and the comparison: at the first and the last party, XOR shares of
+    ``[sum < 0]`` per entry (``None`` at the others). With
+    ``and_count``, also a bit engine holding that many AND triples, made in the same
+    batch as the comparison's own (no extra round trip)."""
+    m = len(mine)
+    parties = net.parties
+    first, last = parties[0], parties[-1]
+    me = net.me
+    step = "threshold/ring"
+    ot: OTSession | None = None
+    if me in (first, last):
+        peer = last if me == first else first
+        if session is not None and session.peer != peer:
+            raise ValueError(f"the OT session must be with {peer!r}, not {session.peer!r}")
+        ot = session if session is not None else OTSession(net.scoped("threshold/compare"), peer)
+
+    def recv_partial(frm: str) -> np.ndarray:
+        got = net.receive(frm, step, expect=np.ndarray)
+        if got.dtype != np.uint64 or got.shape != (m,):
+            raise ProtocolError(frm, step, f"expected {m} uint64 partial sums")
+        return got
+
+    if me == first:
+        mask = np.frombuffer(secrets.token_bytes(8 * m), dtype=np.uint64).copy()
+        net.send(net.successor(), step, mask + mine)
+        share = np.uint64(0) - mask  # -R mod 2^64
+        assert ot is not None
+        ot.setup_both()  # while the ring message travels
+    else:
+        if me == last:
+            assert ot is not None
+            ot.setup_both()  # before waiting for the ring: the two overlap
+        partial = recv_partial(net.predecessor()) + mine
+        if me != last:
+            net.send(net.successor(), step, partial)
+            return None, None
+        share = partial
+    assert ot is not None
+    sub = ot.net
+    low = share & _LOW
+    # x_party (last) compares low(x) >= 2^62 - low(-R)
+    mine_cmp = low if me == last else (np.uint64(1 << _V) - low).astype(np.uint64)
+    engine: _BitEngine | None = None
+    if not and_count:
+        carry = secure_ge_shares(
+            sub, mine_cmp, x_party=last, y_party=first, bits=_V + 1, session=ot
+        )
+    else:
+        engine = _ExtraTriples(ot, and_count)
+        lt = _compare_core(
+            engine,
+            _as_unsigned(mine_cmp, _V + 1, False),
+            x_party=last,
+            bits=_V + 1,
+            block_bits=4,
+            greater=False,
+        )
+        carry = lt ^ np.uint8(1) if me == last else lt  # [x >= y] = NOT [x < y]
+    msb_share = (((share >> np.uint64(_V)) & np.uint64(1)).astype(np.uint8)) ^ carry
+    return msb_share, engine
+
+
+def _open_bits(net: Network, share: np.ndarray | None, m: int) -> np.ndarray:
+    """Open XOR-shared result bits between the first and the last party; the first
+    sends the opened bits to the parties in between."""
+    parties = net.parties
+    first, last = parties[0], parties[-1]
+    bits_out = "threshold/result"
+    if share is not None:
+        other = last if net.me == first else first
+        net.send(other, "threshold/open", np.packbits(share))
+        got = net.receive(other, "threshold/open", expect=np.ndarray)
+        if got.dtype != np.uint8 or got.shape != ((m + 7) // 8,):
+            raise ProtocolError(other, "threshold/open", "wrong length of opened bits")
+        result = (share ^ np.unpackbits(got)[:m]).astype(bool)
+        if net.me == first:
+            net.broadcast(bits_out, np.packbits(result), to=parties[1:-1])
+        return result
+    got = net.receive(first, bits_out, expect=np.ndarray)
+    if got.dtype != np.uint8 or got.shape != ((m + 7) // 8,):
+        raise ProtocolError(first, bits_out, "wrong length of result bits")
+    return np.unpackbits(got)[:m].astype(bool)
 
 
 def secure_sum_nonnegative(
@@ -82,66 +200,79 @@ def secure_sum_nonnegative(
     >>> out["b"].tolist()
     [True, False, False]
     """
-    v = np.asarray(values)
-    if v.ndim != 1 or (v.size and not np.issubdtype(v.dtype, np.integer)):
+    if np.ndim(values) != 1:
         raise ValueError("values must be a 1-D integer array")
-    if v.size and int(np.max(np.abs(v.astype(np.int64)))) >= (1 << _V) // max(len(net.parties), 1):
-        raise ValueError("values too large for a 62-bit signed sum")
-    mine = v.astype(np.int64).view(np.uint64)
-    m = len(mine)
-    parties = net.parties
-    if len(parties) == 1:
-        return v.astype(np.int64) >= 0
-    first, last = parties[0], parties[-1]
-    me = net.me
-    step = "threshold/ring"
-    ot: OTSession | None = None
-    if me in (first, last):
-        peer = last if me == first else first
-        if session is not None and session.peer != peer:
-            raise ValueError(f"the OT session must be with {peer!r}, not {session.peer!r}")
-        ot = session if session is not None else OTSession(net.scoped("threshold/compare"), peer)
+    v = _as_excess(net, values)
+    if len(net.parties) == 1:
+        return v >= 0
+    msb_share, _ = _negative_shares(net, v.view(np.uint64), session)
+    if msb_share is not None and net.me == net.parties[0]:
+        msb_share = msb_share ^ np.uint8(1)  # shares of [sum >= 0]
+    return _open_bits(net, msb_share, len(v))
 
-    def recv_partial(frm: str) -> np.ndarray:
-        got = net.receive(frm, step, expect=np.ndarray)
-        if got.dtype != np.uint64 or got.shape != (m,):
-            raise ProtocolError(frm, step, f"expected {m} uint64 partial sums")
-        return got
 
-    if me == first:
-        mask = np.frombuffer(secrets.token_bytes(8 * m), dtype=np.uint64).copy()
-        net.send(net.successor(), step, mask + mine)
-        share = np.uint64(0) - mask  # -R mod 2^64
-        if ot is not None:
-            ot.setup_both()  # while the ring message travels
-    else:
-        if me == last and ot is not None:
-            ot.setup_both()  # before waiting for the ring: the two overlap
-        partial = recv_partial(net.predecessor()) + mine
-        if me != last:
-            net.send(net.successor(), step, partial)
-        share = partial
-    bits_out = "threshold/result"
-    if ot is not None:
-        sub = ot.net
-        low = share & _LOW
-        if me == last:  # x_party: compares low(x) >= 2^62 - low(-R)
-            carry = secure_ge_shares(sub, low, x_party=last, y_party=first, bits=_V + 1, session=ot)
+def _and_columns(engine: _BitEngine, bits: np.ndarray) -> np.ndarray:
+    """XOR shares of the AND of every row of shared bits ``(m, g)``: a tree of Beaver
+    ANDs, ``g - 1`` per row in ``ceil(log2 g)`` rounds."""
+    while bits.shape[1] > 1:
+        w = bits.shape[1]
+        pairs = w // 2
+        prod = engine.and_(
+            np.ascontiguousarray(bits[:, 0 : 2 * pairs : 2]).reshape(-1),
+            np.ascontiguousarray(bits[:, 1 : 2 * pairs : 2]).reshape(-1),
+        ).reshape(len(bits), pairs)
+        bits = np.concatenate([prod, bits[:, 2 * pairs :]], axis=1) if w % 2 else prod
+    return np.ascontiguousarray(bits[:, 0])
+
+
+def secure_all_nonnegative(
+    net: Network, values: np.ndarray, *, session: OTSession | None = None
+) -> np.ndarray:
+    """``[every sum over parties of values[i, j] >= 0 for j = 0 .. g-1]`` for every row
+    ``i``, learned by every party -- and nothing about the single tests of a row.
+
+    Every party calls this with its own 2-D integer array of shape ``(m, g)`` (the same
+    shape everywhere; sums as for :func:`secure_sum_nonnegative`). The ``m g`` signs stay
+    XOR-shared between the first and the last party; a tree of ``g - 1`` Beaver ANDs per
+    row (:class:`ppdm.protocols.comparison._BitEngine`; the triples are made in the
+    comparison's own batch, on the same OT session) combines them, and only the row results are
+    opened. This is what a release rule made of several tests needs: revealing the
+    single tests would answer each of them on its own (module :mod:`ppdm.mining
+    .horizontal_rules`, ``min_aggregate``).
+
+    Cost over :func:`secure_sum_nonnegative` on the ``m g`` entries: ``(g - 1) m`` ANDs
+    (two bit-OTs and ``4/8`` byte per party each) and ``ceil(log2 g)`` hops; the row
+    results are opened instead of the entries (``m / 8`` bytes, not ``m g / 8``).
+
+    Examples
+    --------
+    >>> from ppdm.parties.local import run_local
+    >>> out = run_local(secure_all_nonnegative,
+    ...                 {"a": np.array([[5, 1], [-9, 9]]), "b": np.array([[-5, -2], [3, 0]]),
+    ...                  "c": np.array([[0, 1], [6, -9]])})
+    >>> out["c"].tolist()
+    [True, True]
+    """
+    if np.ndim(values) != 2:
+        raise ValueError("values must be a 2-D integer array (rows, tests)")
+    v = _as_excess(net, values)
+    m, g = v.shape
+    if g < 1:
+        raise ValueError("every row needs at least one test")
+    if len(net.parties) == 1:
+        return np.all(v >= 0, axis=1)
+    if m == 0:
+        return np.zeros(0, dtype=bool)
+    flat = np.ascontiguousarray(v).reshape(-1).view(np.uint64)
+    msb_share, engine = _negative_shares(net, flat, session, and_count=(g - 1) * m)
+    row_share = None
+    if msb_share is not None:
+        if net.me == net.parties[0]:
+            msb_share = msb_share ^ np.uint8(1)  # shares of [sum >= 0]
+        bits = msb_share.reshape(m, g)
+        if g == 1:
+            row_share = bits[:, 0].copy()
         else:
-            y = (np.uint64(1 << _V) - low).astype(np.uint64)
-            carry = secure_ge_shares(sub, y, x_party=last, y_party=first, bits=_V + 1, session=ot)
-        msb_share = (((share >> np.uint64(_V)) & np.uint64(1)).astype(np.uint8)) ^ carry
-        other = last if me == first else first
-        net.send(other, "threshold/open", np.packbits(msb_share))
-        got = net.receive(other, "threshold/open", expect=np.ndarray)
-        if got.dtype != np.uint8 or got.shape != ((m + 7) // 8,):
-            raise ProtocolError(other, "threshold/open", "wrong length of opened bits")
-        msb = msb_share ^ np.unpackbits(got)[:m]
-        result = msb == 0
-        if me == first:
-            net.broadcast(bits_out, np.packbits(result), to=parties[1:-1])
-        return result
-    got = net.receive(first, bits_out, expect=np.ndarray)
-    if got.dtype != np.uint8 or got.shape != ((m + 7) // 8,):
-        raise ProtocolError(first, bits_out, "wrong length of result bits")
-    return np.unpackbits(got)[:m].astype(bool)
+            assert engine is not None  # holds the AND triples (made with the comparison's)
+            row_share = _and_columns(engine, bits)
+    return _open_bits(net, row_share, m)

@@ -4,7 +4,9 @@
 ``docs/jobs.md``, in two phases:
 
 1. ``ProposeJob`` at every member: each node answers accepted, pending (its owner must
-   approve) or refused, from its own policy (:mod:`ppdm.service.node`).
+   approve) or refused, from its own policy (:mod:`ppdm.service.node`). The request
+   carries the initiator's signed ledger head and each answer the member's; the
+   initiator's ledger keeps the members' heads (``docs/ledger.md``).
 2. If any member refused (or did not answer), ``CancelJob`` at every other member: the
    job ends everywhere at once, and the document names the refusing party and rule.
    While members are pending, the initiator waits (``on_wait`` is told whom it waits
@@ -20,7 +22,9 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
+import logging
 import re
+import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -34,6 +38,7 @@ from ppdm.parties.consortium import Consortium, PartySettings
 from ppdm.parties.grpc_net import open_channel
 from ppdm.proto.ppdm.v1 import party_pb2 as pb
 from ppdm.proto.ppdm.v1 import party_pb2_grpc
+from ppdm.service.ledger import head_to_proto, record_peer_heads, signed_head_of_file
 from ppdm.service.node import MAX_TIMEOUT_S, STATE_NAMES, from_struct, to_struct
 
 __all__ = [
@@ -48,6 +53,8 @@ __all__ = [
     "root_cause",
     "run_job",
 ]
+
+log = logging.getLogger(__name__)
 
 JOB_SCHEMA = "ppdm.job/1"
 STATUS_TIMEOUT_S = 2.0  # one GetJobStatus call, beyond its long-poll wait
@@ -267,6 +274,26 @@ def _check_depth(value: Any, depth: int = 0) -> None:
             _check_depth(v, depth + 1)
 
 
+def _own_head(settings: PartySettings) -> pb.LedgerHead | None:
+    """The initiator's ledger head, signed with its party key, for the job request
+    (``None`` if its node's ledger is not on this machine; docs/ledger.md)."""
+    try:
+        head = signed_head_of_file(settings)
+    except (ConfigError, OSError) as exc:
+        log.warning("ledger head not sent: %s", exc)
+        return None
+    return head_to_proto(head) if head is not None else None
+
+
+def _keep_heads(settings: PartySettings, heads: Mapping[str, Any]) -> None:
+    """Record the signed heads the members answered with in the initiator's ledger
+    (conflicts and bad signatures are chained and logged there; never fatal to the job)."""
+    try:
+        record_peer_heads(settings, heads)
+    except (ConfigError, OSError, sqlite3.Error) as exc:
+        log.warning("peer ledger heads not recorded: %s", exc)
+
+
 def run_job(
     settings: PartySettings,
     name: str,
@@ -338,6 +365,9 @@ def run_job(
         timeout_s=wait,
         roster_version=consortium.version,
     )
+    own_head = _own_head(settings)
+    if own_head is not None:
+        request.initiator_head.CopyFrom(own_head)
     started_at = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     records: dict[str, dict[str, Any]] = {}
@@ -376,6 +406,7 @@ def run_job(
         # Phase 1: every member decides (the calls go out at once: one round trip).
         waiting: list[str] = []
         proposals = {p: client.stub(p).ProposeJob.future(request, timeout=10.0) for p in members}
+        heads: dict[str, Any] = {}
         for p in members:
             try:
                 d = proposals[p].result()
@@ -383,6 +414,8 @@ def run_job(
                 decisions[p] = {"decision": "error", "rule": "", "reason": _rpc_error(exc)}
                 records[p] = _failed_record(f"job not accepted: {_rpc_error(exc)}")
                 continue
+            if d.HasField("head"):
+                heads[p] = d.head
             outcome = {
                 pb.DECISION_ACCEPTED: "accepted",
                 pb.DECISION_PENDING: "pending",
@@ -395,6 +428,7 @@ def run_job(
                 records[p]["rule"] = d.rule
             elif outcome == "pending":
                 waiting.append(p)
+        _keep_heads(settings, heads)
         # Wait for the owners of pending members.
         delay = 0.1
         while waiting and not records:

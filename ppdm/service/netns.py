@@ -43,6 +43,7 @@ from typing import Any
 
 import ppdm
 from ppdm.errors import PPDMError
+from ppdm.service.testbed import kill_tied, spawn_tied
 
 __all__ = ["DelayRelay", "NetnsConsortium", "netns_unavailable"]
 
@@ -297,7 +298,7 @@ class NetnsConsortium:
         (self.workdir / "logs").mkdir(exist_ok=True)
         for party, ns in zip(self.parties, self._namespaces, strict=True):
             with (self.workdir / "logs" / f"{party}.log").open("ab") as logf:
-                self._procs[party] = subprocess.Popen(
+                self._procs[party] = spawn_tied(
                     [
                         "ip",
                         "netns",
@@ -434,11 +435,9 @@ class NetnsConsortium:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
         for proc in self._procs.values():
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(60)
+            kill_tied(proc)  # and whatever the node left in its group
         if self.relay is not None:
             self.relay.stop()
         for ns in self._created:

@@ -45,6 +45,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import signal
 import threading
@@ -91,7 +92,7 @@ from ppdm.service.disclosure import DisclosureAuditor
 from ppdm.service.ledger import Ledger, ledger_path, read_state
 from ppdm.service.metrics import NodeMetrics, OpsServer
 from ppdm.service.policy import Decision, Policy, PolicyFile, evaluate
-from ppdm.service.profiles import Disclosure, get_profile, input_version
+from ppdm.service.profiles import Disclosure, get_profile, input_identity, input_version
 from ppdm.workers import shutdown_pools
 
 __all__ = [
@@ -263,6 +264,7 @@ def decide(
     if decision.audit and disclosure is not None and disclosure.aggregate and disclosure.audit_key:
         try:
             version = input_version(ctx, disclosure.audit_key)
+            identity = input_identity(ctx, disclosure.audit_key)
             length = None
             if disclosure.aggregate == "dot":
                 raw = ctx.private_input(disclosure.audit_key.partition(".")[2])
@@ -271,17 +273,22 @@ def decide(
             log.warning("job %s: cannot read its input for the audit: %s", job_id, exc)
             return refuse("input_check", INPUT_CHECK_REASON), disclosure, None
         reported: list[dict[str, Any]] = []
-        if peer_history is not None and disclosure.aggregate == "sum":
+        if peer_history is not None and disclosure.aggregate in ("sum", "union"):
             peers = [p for p in disclosure.participants if p != me]
             reported = peer_history(peers, disclosure.audit_key)
+        limits = decision.limits
         verdict = auditor.check(
             input_key=disclosure.audit_key,
             version=version,
+            identity=identity,
             kind=disclosure.aggregate,
             parties=disclosure.participants,
             colluders=decision.colluders,
             length=length,
             reported=reported,
+            epsilon=disclosure.epsilon,
+            epsilon_budget=float(limits.get("epsilon_budget", math.inf)),
+            max_probes=limits.get("max_probes"),
         )
         if not verdict.ok:
             return refuse("audit", verdict.reason), disclosure, None
@@ -291,13 +298,17 @@ def decide(
             "kind": disclosure.aggregate,
             "parties": list(disclosure.participants),
         }
+        if disclosure.aggregate == "dp":
+            audit["epsilon"] = disclosure.epsilon
         if reserve:
             auditor.reserve(
                 job_id,
                 input_key=disclosure.audit_key,
                 version=version,
+                identity=identity,
                 kind=disclosure.aggregate,
                 parties=disclosure.participants,
+                epsilon=disclosure.epsilon,
             )
         audit["reported"] = len(reported)
     return decision, disclosure, audit
@@ -917,8 +928,15 @@ class PartyNode:
                 continue
             for q in reply.queries[:MAX_AUDIT_HISTORY]:
                 parties = list(q.parties)
-                if q.job_id and len(q.job_id) <= 128 and parties and set(parties) <= names:
-                    out.append({"job_id": q.job_id, "kind": "sum", "parties": parties})
+                kind = q.kind or "sum"
+                if (
+                    q.job_id
+                    and len(q.job_id) <= 128
+                    and parties
+                    and set(parties) <= names
+                    and kind in ("sum", "union")
+                ):
+                    out.append({"job_id": q.job_id, "kind": kind, "parties": parties})
         return out
 
     def audit_history(self, input_key: str) -> list[dict[str, Any]]:
@@ -927,10 +945,12 @@ class PartyNode:
         if table not in ("inputs", "data") or not name or len(input_key) > 128:
             return []
         try:
-            version = input_version(self._context(), input_key)
+            ctx = self._context()
+            version = input_version(ctx, input_key)
+            identity = input_identity(ctx, input_key)
         except (PPDMError, OSError, ValueError):
             return []
-        return self.auditor.shareable(input_key, version)[-MAX_AUDIT_HISTORY:]
+        return self.auditor.shareable(input_key, version, identity)[-MAX_AUDIT_HISTORY:]
 
     def _recent(self, initiator: str, window_s: float) -> int:
         now = time.monotonic()
@@ -1361,7 +1381,27 @@ class _Servicer(party_pb2_grpc.PartyServicer):
             expires_in_s=max(job.expires - time.monotonic(), 0.0)
             if job.state == pb.JOB_STATE_PENDING
             else 0.0,
+            head=self._exchange_heads(request, caller),
         )
+
+    def _exchange_heads(self, request: pb.JobRequest, caller: str) -> pb.LedgerHead | None:
+        """Keep the initiator's signed ledger head (checked against its roster
+        certificate; a conflict or a bad signature is chained and logged, never fatal to
+        the job), then sign this node's own head for the answer (docs/ledger.md)."""
+        from ppdm.service.ledger import head_from_proto, head_to_proto
+
+        node = self.node
+        head = (
+            head_from_proto(request.initiator_head) if request.HasField("initiator_head") else None
+        )
+        if head is not None and caller != node.name:
+            node.ledger.receive_head(head, consortium=node.consortium, sender=caller)
+        try:
+            own = node.ledger.signed_head(node.settings)
+        except ConfigError as exc:
+            log.warning("ledger head not signed: %s", exc)
+            return None
+        return head_to_proto(own) if own is not None else None
 
     def StartJob(self, request: pb.JobRef, context: grpc.ServicerContext) -> Any:
         caller = authenticate(context, self.node.consortium)
@@ -1453,7 +1493,11 @@ class _Servicer(party_pb2_grpc.PartyServicer):
                 initiator=job.initiator,
                 parties=list(job.parties),
                 params_json=json.dumps(job.params),
-                leakage=job.disclosure.leakage if job.disclosure is not None else "",
+                leakage=(
+                    f"{job.disclosure.leakage} [{job.disclosure.describe()}]"
+                    if job.disclosure is not None
+                    else ""
+                ),
                 expires_in_s=max(job.expires - now, 0.0),
                 age_s=now - job.proposed,
             )
@@ -1477,7 +1521,22 @@ class _Servicer(party_pb2_grpc.PartyServicer):
         authenticate(context, self.node.consortium)
         out = pb.AuditHistoryReply()
         for q in self.node.audit_history(request.input_key):
-            out.queries.add(job_id=q["job_id"], parties=q["parties"])
+            out.queries.add(job_id=q["job_id"], parties=q["parties"], kind=q["kind"])
+        return out
+
+    def LedgerHeads(self, request: pb.LedgerHeadsRequest, context: grpc.ServicerContext) -> Any:
+        """The signed ledger heads this node holds of the *caller* (one page), and the
+        caller's heads it recorded as conflicts; nothing about any other member."""
+        from ppdm.service.ledger import head_to_proto
+
+        caller = authenticate(context, self.node.consortium)
+        heads, more = self.node.ledger.peer_heads(caller, after_seq=request.after_seq)
+        out = pb.LedgerHeadsReply(party=self.node.name, more=more)
+        out.heads.extend(head_to_proto(h) for h in heads)
+        if request.after_seq == 0:
+            out.conflicts.extend(
+                head_to_proto(h) for h in self.node.ledger.peer_head_conflicts(caller)
+            )
         return out
 
 
@@ -1508,6 +1567,7 @@ def _add_party_service(servicer: _Servicer, server: grpc.Server) -> None:
         "DecideJob": unary(servicer.DecideJob, pb.OwnerDecision, pb.JobStatus),
         "AuditHistory": unary(servicer.AuditHistory, pb.AuditHistoryRequest, pb.AuditHistoryReply),
         "PushRoster": unary(servicer.PushRoster, pb.RosterUpdate, pb.RosterReply),
+        "LedgerHeads": unary(servicer.LedgerHeads, pb.LedgerHeadsRequest, pb.LedgerHeadsReply),
     }
     server.add_generic_rpc_handlers(
         (grpc.method_handlers_generic_handler("ppdm.v1.Party", handlers),)

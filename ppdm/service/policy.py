@@ -22,6 +22,15 @@ also writes next to every settings file. The schema, with worked examples, is in
     rate_limit = { jobs = 120, per_s = 3600 }   # per initiator
     colluders = 1                 # the audit assumes this many other members pool what they know
     audit = true                  # the cross-job disclosure audit (false: e.g. public data)
+    min_aggregate = 10            # fewest records behind any released aggregate
+    min_party_records = 3         # fewest of this party's records behind one it contributes to
+    allow_records = false         # outputs that are raw records or one record's values
+    exact_partners = []           # members whose linear queries on this party run exact
+    max_epsilon = 1.0             # privacy loss of one job's noisy answers
+    epsilon_budget = 10.0         # privacy loss over all jobs, per data set (kept in the ledger)
+    max_set_ratio = 2.0           # membership jobs: another set at most this times this party's
+    max_probes = 20               # membership jobs per data set, over all jobs
+    reveal_size = true            # jobs may reveal this party's record count / set size
 
     [jobs.assoc]                  # per job: allow, the keys above, parameter rules
     allow = true
@@ -34,6 +43,11 @@ also writes next to every settings file. The schema, with worked examples, is in
     columns = ["age", "income"]   # the columns a job may read (the job must name them)
     min_cluster_size = 10         # minimum records per released k-means centre
     explicit_centres = false      # starting centres on this party's columns (default: refused)
+
+The rules read each job's *disclosure statement* (:class:`ppdm.service.profiles.Disclosure`):
+its outputs by kind (raw records, aggregates with the records each covers, linear queries
+another party chooses, membership answers), every column it reads and what it reveals of
+the party's record count; never the job's parameter names alone.
 
 Parameters that change what this party discloses (``reveal_counts``, ``report_local``,
 ``include_labels``, ``pad_to``, lower ``fake_ratio``, output recipients, explicit starting
@@ -98,8 +112,23 @@ results = "members"       # job results go to every member of the job
 rate_limit = { jobs = 120, per_s = 3600 }   # jobs per initiator per hour
 colluders = 1             # the cross-job audit assumes any one other member pools its own
                           # inputs with every answer it saw
-audit = true              # the cross-job disclosure audit of sums (docs/governance.md)
+audit = true              # the cross-job disclosure audit (docs/governance.md)
+min_aggregate = 10        # no released aggregate (itemset support, centre, cluster size,
+                          # intersection) rests on fewer records than this
+min_party_records = 3     # nor on 1 or 2 of this party's records where it contributes
+allow_records = false     # no raw record or single record's value leaves this node
+exact_partners = []       # members whose linear queries on this party's data (vertical
+                          # support counts, intersection counts) may run exact; with
+                          # anyone else they carry this node's own calibrated noise
+max_epsilon = 1.0         # privacy loss of one job's noisy answers on a data set
+epsilon_budget = 10.0     # privacy loss over all jobs on a data set; refused past it
+max_set_ratio = 2.0       # record alignment: another party's set at most 2x this party's
+max_probes = 20           # membership jobs (alignment, intersections) per data set
+reveal_size = true        # alignment may reveal this party's set size (false: refuse)
 
+# To run vertical association rules with exact counts with named members:
+# exact_partners = ["bob", "carol"]
+#
 # Parameters that change what this party discloses are refused at any value but their
 # safe default unless allowed here, for example:
 # [jobs.assoc.params]
@@ -126,6 +155,15 @@ def _open_policy() -> str:
         "colluders = 0",
         "audit = false",
         "rate_limit = { jobs = 1000000, per_s = 1 }",
+        "min_aggregate = 0",
+        "min_party_records = 0",
+        "allow_records = true",
+        'exact_partners = ["*"]',
+        "max_epsilon = 1e9",
+        "epsilon_budget = 1e12",
+        "max_set_ratio = inf",
+        "max_probes = 1000000000",
+        "reveal_size = true",
     ]
     for job, names in sorted(disclosure_parameters().items()):
         lines += ["", f'[jobs."{job}".params]']
@@ -148,6 +186,42 @@ _DEFAULT_KEYS = {
     "rate_limit",
     "colluders",
     "audit",
+    *(
+        "min_aggregate",
+        "min_party_records",
+        "allow_records",
+        "exact_partners",
+        "max_epsilon",
+        "epsilon_budget",
+        "max_set_ratio",
+        "max_probes",
+        "reveal_size",
+    ),
+}
+#: Keys that bound a job's disclosure statement: in [defaults], [jobs.NAME] and per data
+#: set ([data.KEY] / [inputs.KEY]); the data set's value wins for jobs that read it.
+STATEMENT_KEYS = (
+    "min_aggregate",
+    "min_party_records",
+    "allow_records",
+    "exact_partners",
+    "max_epsilon",
+    "epsilon_budget",
+    "max_set_ratio",
+    "max_probes",
+    "reveal_size",
+)
+#: What the generated policy and a policy without these keys apply.
+STATEMENT_DEFAULTS: dict[str, Any] = {
+    "min_aggregate": 10,
+    "min_party_records": 3,
+    "allow_records": False,
+    "exact_partners": (),
+    "max_epsilon": 1.0,
+    "epsilon_budget": 10.0,
+    "max_set_ratio": 2.0,
+    "max_probes": 20,
+    "reveal_size": True,
 }
 _JOB_KEYS = (_DEFAULT_KEYS - {"jobs"}) | {"allow", "params"}
 _DATA_KEYS = {
@@ -158,6 +232,7 @@ _DATA_KEYS = {
     "min_support",
     "explicit_centres",
     "consent",
+    *STATEMENT_KEYS,
 }
 
 
@@ -221,6 +296,8 @@ class JobRules:
     colluders: int
     audit: bool = True
     params: Mapping[str, ParamRule] = field(default_factory=dict)
+    #: The bounds on the disclosure statement (:data:`STATEMENT_KEYS`).
+    statement: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -232,6 +309,8 @@ class DataRules:
     min_support: float | None = None
     explicit_centres: bool = False
     consent: bool | None = None
+    #: Overrides of :data:`STATEMENT_KEYS` for jobs that read this data set.
+    statement: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -264,6 +343,7 @@ class Policy:
             colluders=int(d["colluders"]),
             audit=bool(d["audit"]),
             params=params,
+            statement={k: d[k] for k in STATEMENT_KEYS},
         )
 
     def data_rules(self, key: str) -> DataRules:
@@ -283,6 +363,9 @@ class Decision:
     results: str = "members"
     colluders: int = 1
     audit: bool = True
+    #: The audit's bounds for the data set the job reads (``epsilon_budget``,
+    #: ``max_probes``), after the data set's own rules.
+    limits: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def refused(self) -> bool:
@@ -329,6 +412,28 @@ def _check_common(table: Mapping[str, Any], where: str, out: dict[str, Any]) -> 
             if value not in RESULTS:
                 raise ConfigError(f"{w} must be one of {', '.join(RESULTS)}")
             out[key] = value
+        elif key in ("min_aggregate", "min_party_records") or key == "max_probes":
+            out[key] = _int(value, w, 0, 10**9)
+        elif key in ("allow_records", "reveal_size"):
+            if not isinstance(value, bool):
+                raise ConfigError(f"{w} must be true or false")
+            out[key] = value
+        elif key == "exact_partners":
+            if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+                raise ConfigError(f'{w} must be a list of member names ("*" for all)')
+            out[key] = tuple(value)
+        elif key in ("max_epsilon", "epsilon_budget"):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not (0 <= value < math.inf)
+            ):
+                raise ConfigError(f"{w} must be a finite number >= 0")
+            out[key] = float(value)
+        elif key == "max_set_ratio":
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 1:
+                raise ConfigError(f"{w} must be a number >= 1 (inf: unbounded)")
+            out[key] = float(value)
         elif key == "rate_limit":
             if not isinstance(value, dict) or set(value) - {"jobs", "per_s"}:
                 raise ConfigError(f"{w} must be {{ jobs = N, per_s = SECONDS }}")
@@ -386,6 +491,7 @@ def parse_policy(doc: Mapping[str, Any], *, source: str = "<policy>") -> Policy:
         "rate_limit": {"jobs": 120, "per_s": 3600.0},
         "colluders": 1,
         "audit": True,
+        **STATEMENT_DEFAULTS,
     }
     d = doc.get("defaults", {})
     if not isinstance(d, dict):
@@ -429,6 +535,8 @@ def parse_policy(doc: Mapping[str, Any], *, source: str = "<policy>") -> Policy:
             for flag in ("explicit_centres", "consent"):
                 if flag in t and not isinstance(t[flag], bool):
                     raise ConfigError(f"{where}.{flag} must be true or false")
+            statement: dict[str, Any] = {}
+            _check_common({k: t[k] for k in STATEMENT_KEYS if k in t}, where, statement)
             data[f"{table_name}.{key}"] = DataRules(
                 jobs=_names(t["jobs"], f"{where}.jobs") if "jobs" in t else ("*",),
                 columns=_names(t["columns"], f"{where}.columns") if "columns" in t else None,
@@ -443,6 +551,7 @@ def parse_policy(doc: Mapping[str, Any], *, source: str = "<policy>") -> Policy:
                 else None,
                 explicit_centres=bool(t.get("explicit_centres", False)),
                 consent=t.get("consent"),
+                statement=statement,
             )
     return Policy(defaults=defaults, jobs=jobs, data=data, source=source)
 
@@ -577,8 +686,12 @@ def evaluate(
                 need = max(need, d.min_parties)
             if d.consent is not None:
                 consent = consent or d.consent
-            if d.columns is not None and disclosure.columns is None and job == "kmeans":
-                return refuse(f"{key}.columns", "the job must name its columns (parameter columns)")
+            if d.columns is not None and disclosure.columns is None:
+                return refuse(
+                    f"{key}.columns",
+                    "the job reads columns of this data set without naming them (parameter "
+                    "columns)",
+                )
             if d.columns is not None and disclosure.columns is not None:
                 outside = [c for c in disclosure.columns if c not in d.columns]
                 if outside:
@@ -617,9 +730,15 @@ def evaluate(
             )
         if count > r.max_parties:
             return refuse("max_parties", f"a job may have at most {r.max_parties} parties")
+        limits = dict(r.statement)
+        for key in disclosure.reads:
+            limits.update(policy.data_rules(key).statement)
+        refusal = _check_statement(disclosure, limits, r, colluders=r.colluders)
+        if refusal is not None:
+            return refuse(*refusal)
         for name, value in disclosure.changed.items():
             if name == "init":
-                continue  # decided above, per column
+                continue  # decided above (explicit centres) and by the statement (records)
             rule = r.params.get(name)
             if rule is None or not rule.allows(value):
                 return refuse(
@@ -629,6 +748,10 @@ def evaluate(
     for name, rule in r.params.items():
         if name in params and not rule.allows(params[name]):
             return refuse(f"params.{name}", f"parameter {name!r} must be {rule.describe()}")
+    limits = dict(r.statement)
+    if disclosure is not None:
+        for key in disclosure.reads:
+            limits.update(policy.data_rules(key).statement)
     explicit = policy.jobs.get(job, {}).get("consent")
     if explicit or (consent and disclosure is not None and disclosure.private):
         return Decision(
@@ -639,8 +762,91 @@ def evaluate(
             results=r.results,
             colluders=r.colluders,
             audit=r.audit,
+            limits=limits,
         )
-    return Decision("accept", "", "", results=r.results, colluders=r.colluders, audit=r.audit)
+    return Decision(
+        "accept", "", "", results=r.results, colluders=r.colluders, audit=r.audit, limits=limits
+    )
+
+
+def _partner(name: str, partners: Sequence[str]) -> bool:
+    return "*" in partners or name in partners
+
+
+def _check_statement(
+    disclosure: Disclosure, limits: Mapping[str, Any], r: JobRules, *, colluders: int
+) -> tuple[str, str] | None:
+    """The statement's outputs against the owner's bounds: ``(rule, reason)`` of the
+    first refusal, or ``None``. Reasons name the rule and the job's declared values,
+    never data."""
+    from ppdm.service.profiles import incomplete_statement
+
+    problem = incomplete_statement(disclosure)
+    if problem is not None:
+        return "statement", f"the job's disclosure statement is incomplete: {problem}"
+    floor = int(limits["min_aggregate"])
+    party_floor = int(limits["min_party_records"])
+    for o in disclosure.outputs:
+        if o.kind == "records" and not limits["allow_records"]:
+            init = r.params.get("init")
+            if not (o.what.startswith("init=") and init is not None and init.any):
+                return (
+                    "allow_records",
+                    f"the job would release raw records or one record's values ({o.what})",
+                )
+        elif o.kind == "aggregate" and o.unit == "records":
+            if (o.covers or 0) < floor:
+                return (
+                    "min_aggregate",
+                    f"a released aggregate may rest on {o.covers or 0} records; this party "
+                    f"requires at least {floor} (the job's minimum-aggregation parameter)",
+                )
+            if (
+                colluders > 0
+                and party_floor > 1
+                and o.colluder_safe < colluders
+                and (o.party_covers or 0) < party_floor
+            ):
+                return (
+                    "min_party_records",
+                    f"a released aggregate may rest on {o.party_covers or 0} of this party's "
+                    f"records; this party requires at least {party_floor}",
+                )
+        elif o.kind == "linear":
+            if o.protection == "dp":
+                if (o.epsilon or 0.0) > float(limits["max_epsilon"]):
+                    return (
+                        "max_epsilon",
+                        f"the job's noisy answers would cost epsilon {o.epsilon:g}; this party "
+                        f"allows at most {float(limits['max_epsilon']):g} per job",
+                    )
+            else:
+                partners = limits["exact_partners"]
+                strangers = [p for p in o.chosen_by if not _partner(p, partners)]
+                if strangers:
+                    return (
+                        "exact_partners",
+                        "exact answers to queries whose coefficients "
+                        f"{', '.join(repr(p) for p in strangers)} choose(s) need them in "
+                        "exact_partners (or noisy answers: protect=dp)",
+                    )
+        elif o.kind == "membership" and o.chosen_by:
+            ratio = float(limits["max_set_ratio"])
+            if ratio != math.inf and (o.set_ratio is None or o.set_ratio > ratio):
+                return (
+                    "max_set_ratio",
+                    f"another party's set may be {o.set_ratio if o.set_ratio else 'any'} "
+                    f"times this party's; this party allows at most {ratio:g}",
+                )
+            if (o.min_set or 0) < floor:
+                return (
+                    "min_aggregate",
+                    f"sets and intersections of {o.min_set or 0} ids would be answered; this "
+                    f"party requires at least {floor}",
+                )
+    if disclosure.record_count == "revealed" and not limits["reveal_size"]:
+        return "reveal_size", "the job would reveal this party's record count or set size"
+    return None
 
 
 OPEN_POLICY_TOML = _open_policy()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,12 +32,18 @@ from ppdm.errors import ConfigError
 from ppdm.jobs.registry import PartyContext
 
 __all__ = [
+    "AUDIT_KINDS",
+    "OUTPUT_KINDS",
     "Disclosure",
     "JobProfile",
+    "Output",
     "disclosure_parameters",
     "get_profile",
+    "incomplete_statement",
+    "input_identity",
     "input_version",
     "profile_names",
+    "unprofiled_jobs",
 ]
 
 # Parameters whose non-default value changes what a party discloses, per job, with the
@@ -73,10 +80,97 @@ _AT_LEAST = {
     ("intersection-cardinality", "fake_ratio"),
 }
 
+#: The kinds of output a disclosure statement names (docs/governance.md, "What a job
+#: discloses"): ``records`` -- raw records or single values of one record (a starting
+#: centre placed on a record, a per-record label); ``aggregate`` -- a value over many
+#: records (a support count, a centre and its size, a sum), with the fewest records each
+#: covers; ``linear`` -- a linear query whose coefficients another party chooses (a
+#: vertical support count over another party's columns, a dot product, an intersection
+#: count over another party's set); ``membership`` -- set-membership answers (a union, an
+#: intersection of ids), with the bounds on the sets involved.
+OUTPUT_KINDS = ("records", "aggregate", "linear", "membership")
+
+#: What the cross-job audit tracks for a job's input (:mod:`ppdm.service.disclosure`).
+AUDIT_KINDS = ("sum", "dot", "union", "probe", "dp")
+
+
+@dataclass(frozen=True)
+class Output:
+    """One thing a job's output reveals about this party's data.
+
+    Attributes
+    ----------
+    kind
+        One of :data:`OUTPUT_KINDS`.
+    what
+        The output in words.
+    unit
+        ``"records"`` (values over this party's records or transactions) or ``"inputs"``
+        (one private value per party: a sum of the parties' inputs).
+    covers
+        ``aggregate``: the fewest pooled records behind any released value that the job
+        *enforces* before it releases it (``None``: nothing enforced).
+    colluder_safe
+        ``aggregate``: how many other parties ``covers`` holds without: no released value
+        rests on fewer than ``covers`` records once any coalition of that many members
+        removes its own (0: only the pooled count is bounded).
+    party_covers
+        ``aggregate``: the fewest of *this* party's records behind a released value it
+        contributes to (a job-enforced floor; ``None``: none).
+    chosen_by
+        ``linear``/``membership``: the other parties who choose the query's coefficients
+        or the set this party's data is tested against.
+    protection
+        ``linear``: ``"exact"`` (exact answers) or ``"dp"`` (each count carries this
+        party's own calibrated noise).
+    epsilon
+        ``dp``: the privacy loss the job charges to this party's data set.
+    set_ratio
+        ``membership``: the largest size of another party's set, as a multiple of this
+        party's, that the job lets run (``None``: unbounded).
+    min_set
+        ``membership``: the fewest items a set, and a released intersection, must have.
+    """
+
+    kind: str
+    what: str
+    unit: str = "records"
+    covers: int | None = None
+    colluder_safe: int = 0
+    party_covers: int | None = None
+    chosen_by: tuple[str, ...] = ()
+    protection: str = "exact"
+    epsilon: float | None = None
+    set_ratio: float | None = None
+    min_set: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in OUTPUT_KINDS:
+            raise ValueError(f"unknown output kind {self.kind!r}")
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "what": self.what}
+        for name in (
+            "unit",
+            "covers",
+            "colluder_safe",
+            "party_covers",
+            "chosen_by",
+            "protection",
+            "epsilon",
+            "set_ratio",
+            "min_set",
+        ):
+            value = getattr(self, name)
+            default = Output.__dataclass_fields__[name].default
+            if value != default:
+                out[name] = list(value) if isinstance(value, tuple) else value
+        return out
+
 
 @dataclass(frozen=True)
 class Disclosure:
-    """What this party would disclose in one job.
+    """What this party would disclose in one job: its *disclosure statement*.
 
     Attributes
     ----------
@@ -86,18 +180,27 @@ class Disclosure:
     participants
         The parties whose data the output combines with this party's (the job's party
         set, or fewer: a dot product runs between two of them).
+    outputs
+        Every output and what it reveals about this party's data (:class:`Output`); a
+        job on private data without outputs is refused.
     aggregate
-        ``"sum"`` when every participant learns a sum over the participants of one input
-        (audited across jobs), ``"dot"`` for a dot product the other participant chose
-        the coefficients of, else ``None``.
+        What the cross-job audit tracks on ``audit_key`` (one of :data:`AUDIT_KINDS`,
+        ``None``: nothing to track): ``"sum"`` a sum over the participants' inputs,
+        ``"dot"`` a dot product another party chose the coefficients of, ``"union"`` a
+        union of the participants' sets, ``"probe"`` a membership test of this party's
+        ids, ``"dp"`` noisy linear answers charged to the data set's privacy budget.
     audit_key
-        The input the aggregate is over (one of ``reads``).
+        The input the audit tracks (one of ``reads``).
     changed
         Disclosure-relevant parameters at values that disclose more than the default.
     columns
-        Columns of a table the job reads (``None``: not a column job, or all columns).
+        Every column of a table the job reads at this party, id columns and join keys
+        included (``None``: not a table job, or every column of the table).
     own_centre_columns
         This party's columns that explicit starting centres are given for.
+    record_count
+        What the job reveals of this party's number of records or set size:
+        ``"private"``, ``"pooled"`` (only a total over the parties) or ``"revealed"``.
     leakage
         The declared leakage, in words.
     """
@@ -110,22 +213,55 @@ class Disclosure:
     columns: tuple[str, ...] | None = None
     own_centre_columns: tuple[str, ...] = ()
     leakage: str = ""
+    outputs: tuple[Output, ...] = ()
+    record_count: str = "private"
 
     @property
     def private(self) -> bool:
         return bool(self.reads)
 
+    @property
+    def epsilon(self) -> float:
+        """The privacy loss this job charges to the audited data set (``dp`` outputs)."""
+        return float(sum(o.epsilon or 0.0 for o in self.outputs if o.protection == "dp"))
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "reads": list(self.reads),
             "participants": list(self.participants),
+            "outputs": [o.as_dict() for o in self.outputs],
             "aggregate": self.aggregate,
             "audit_key": self.audit_key,
             "changed": dict(self.changed),
             "columns": list(self.columns) if self.columns is not None else None,
             "own_centre_columns": list(self.own_centre_columns),
+            "record_count": self.record_count,
             "leakage": self.leakage,
         }
+
+    def describe(self) -> str:
+        """The statement in words, for ``ppdm job pending`` and ``ppdm policy check``."""
+        parts = []
+        for o in self.outputs:
+            text = f"{o.kind}: {o.what}"
+            if o.kind == "aggregate" and o.unit == "records":
+                text += f" (each over at least {o.covers or 0} records"
+                if o.colluder_safe:
+                    text += f", also without any {o.colluder_safe} other parties'"
+                if o.party_covers:
+                    text += f"; at least {o.party_covers} of this party's where it contributes"
+                text += ")"
+            if o.chosen_by:
+                text += f"; chosen by {', '.join(o.chosen_by)}"
+            if o.kind == "linear":
+                text += f"; {o.protection}" + (
+                    f" with epsilon {o.epsilon:g}" if o.epsilon is not None else ""
+                )
+            parts.append(text)
+        if self.columns is not None:
+            parts.append("columns read: " + (", ".join(self.columns) or "none"))
+        parts.append(f"record count: {self.record_count}")
+        return "; ".join(parts)
 
 
 DisclosureFn = Callable[[Mapping[str, Any], Sequence[str], str, PartyContext], Disclosure]
@@ -170,6 +306,27 @@ def _generated(params: Mapping[str, Any], key: str) -> bool:
     return value is not None
 
 
+def _int_param(params: Mapping[str, Any], key: str, default: int = 0) -> int:
+    """An integer parameter as the job reads it (anything else counts as ``default``: the
+    job itself refuses it, and the statement never claims more than it enforces)."""
+    value = params.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        return default
+    return value
+
+
+def _float_param(params: Mapping[str, Any], key: str) -> float | None:
+    value = params.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    f = float(value)
+    return f if math.isfinite(f) else None
+
+
+def _others(parties: Sequence[str], me: str) -> tuple[str, ...]:
+    return tuple(p for p in parties if p != me)
+
+
 # Profiles -------------------------------------------------------------------------------
 
 
@@ -182,6 +339,13 @@ def _secure_sum(
         aggregate="sum",
         audit_key="inputs.secure_sum",
         changed=_changed("secure-sum", params),
+        outputs=(
+            Output(
+                "aggregate",
+                "the sum of all parties' secure_sum inputs, to every party",
+                unit="inputs",
+            ),
+        ),
         leakage=(
             "every party learns the sum of all parties' secure_sum inputs; the party's "
             "two ring neighbours together learn its input"
@@ -218,6 +382,14 @@ def _secure_sum_shared(
         aggregate="sum",
         audit_key="inputs.secure_sum",
         changed=_changed("secure-sum-shared", params),
+        outputs=(
+            Output(
+                "aggregate",
+                "the sum of all parties' secure_sum inputs, to "
+                + (f"party {aggregator!r}" if aggregator else "every party"),
+                unit="inputs",
+            ),
+        ),
         leakage=(
             f"{'party ' + repr(aggregator) if aggregator else 'every party'} learns the sum of "
             "all parties' secure_sum inputs; no coalition of fewer than all other parties "
@@ -243,6 +415,13 @@ def _dot_product(
         aggregate="dot",
         audit_key="inputs.dot_product",
         changed=_changed("paillier-dot-product", params),
+        outputs=(
+            Output(
+                "linear",
+                f"the dot product of this party's vector with party {peer!r}'s vector",
+                chosen_by=(peer,),
+            ),
+        ),
         leakage=(
             f"the dot product of this party's vector with party {peer!r}'s vector goes to "
             f"{params.get('output', 'holder')!r}; the other party chooses its vector, so one "
@@ -259,7 +438,16 @@ def _set_union(
     return Disclosure(
         reads=("inputs.set_union",),
         participants=tuple(parties),
+        aggregate="union",
+        audit_key="inputs.set_union",
         changed=_changed("set-union", params),
+        outputs=(
+            Output(
+                "membership",
+                "the union of the parties' sets (items, not who holds them), to every party",
+            ),
+        ),
+        record_count="private" if params.get("pad_to") else "pooled",
         leakage=(
             "every party learns the union of the sets; the collector learns every party's "
             "set size with fakes and the overlap counts between parties' sets"
@@ -293,14 +481,38 @@ def _intersection(
     return Disclosure(
         reads=("inputs.intersection",),
         participants=tuple(parties),
+        aggregate="probe",
+        audit_key="inputs.intersection",
         changed=_changed("intersection-cardinality", params),
+        outputs=(
+            Output(
+                "linear",
+                "the number of this party's items that are in every other party's set (a "
+                "count whose coefficients the other parties choose with their sets: a set "
+                "of one item is a membership test)",
+                chosen_by=_others(parties, me),
+            ),
+        ),
         leakage="every party learns the size of the intersection of all parties' sets",
+    )
+
+
+def _align_outputs(params: Mapping[str, Any], parties: Sequence[str], me: str) -> Output:
+    ratio = _float_param(params, "max_set_ratio")
+    minimum = _int_param(params, "min_set_size")
+    return Output(
+        "membership",
+        "the ids common to every party (and so which of this party's ids the others hold)",
+        chosen_by=_others(parties, me),
+        set_ratio=ratio,
+        min_set=minimum,
     )
 
 
 _ALIGN_LEAKAGE = (
     "; align=true: first private record alignment (as psi-align): every party learns the "
-    "common ids, the leader also the intersections with each prefix of the other parties"
+    "common ids and every party's set size; the leader (drawn by coin toss) also the "
+    "intersections with each prefix of the other parties"
 )
 
 
@@ -310,14 +522,21 @@ def _psi_align(
     if _generated(params, "generate_n"):
         return Disclosure(reads=(), participants=tuple(parties), leakage="generated ids only")
     key = params.get("inputs")
+    read = f"inputs.{key}" if key else f"data.{params.get('data') or 'records'}"
+    id_column = params.get("id_column") or "record_id"
     return Disclosure(
-        reads=(f"inputs.{key}" if key else f"data.{params.get('data') or 'records'}",),
+        reads=(read,),
         participants=tuple(parties),
+        aggregate="probe",
+        audit_key=read,
+        outputs=(_align_outputs(params, parties, me),),
+        columns=None if key else (str(id_column),),
+        record_count="revealed",
         leakage=(
             "every party learns the intersection of all parties' ids (the ids and their "
-            "number) and the leader's set size; the leader (the job's first party) also "
-            "learns every party's set size and the intersection of its ids with each prefix "
-            "of the other parties (more than the final intersection with 3+ parties)"
+            "number) and every party's set size; the leader (drawn by coin toss among the "
+            "parties) also learns the intersection of its ids with each prefix of the other "
+            "parties (more than the final intersection with 3+ parties)"
         ),
     )
 
@@ -340,12 +559,58 @@ def _assoc(
 ) -> Disclosure:
     key = f"data.{params.get('data') or 'transactions'}"
     vertical = params.get("mode") == "vertical"
+    align = bool(params.get("align"))
+    floor = _int_param(params, "min_aggregate")
+    counts = "their pooled support counts" if params.get("reveal_counts") else "no counts"
+    outputs: list[Output] = [
+        Output(
+            "aggregate",
+            f"the frequent itemsets and rules of the pooled transactions, with {counts}",
+            covers=floor,
+            # horizontally the job tests the threshold without any `colluders` parties'
+            # baskets too; vertically every transaction holds this party's columns
+            colluder_safe=0 if vertical else _int_param(params, "colluders"),
+            party_covers=floor if vertical else None,
+        )
+    ]
+    aggregate: str | None
+    epsilon: float | None = None
+    if vertical:
+        protect = params.get("protect", "dp")
+        epsilon = _float_param(params, "epsilon") if protect == "dp" else None
+        outputs.append(
+            Output(
+                "linear",
+                "the support counts of candidate itemsets whose items span this party's and "
+                "other parties' columns (the other parties choose their columns)",
+                chosen_by=_others(parties, me),
+                protection="dp" if protect == "dp" else "exact",
+                epsilon=epsilon,
+            )
+        )
+        aggregate = "dp" if protect == "dp" else None
+    else:
+        outputs.append(
+            Output(
+                "membership",
+                "the union of the parties' locally frequent itemsets (not who holds them)",
+            )
+        )
+        aggregate = "union"
+    if align:
+        outputs.append(_align_outputs(params, parties, me))
+    columns: tuple[str, ...] | None = None
+    if align:
+        columns = (str(params.get("id_column") or "record_id"),)
     return Disclosure(
         reads=(key,),
         participants=tuple(parties),
-        aggregate=None if vertical else "sum",
-        audit_key=None if vertical else key,
+        aggregate=aggregate,
+        audit_key=key if aggregate else None,
         changed=_changed("assoc", params),
+        outputs=tuple(outputs),
+        columns=columns,
+        record_count="revealed" if align or vertical else "private",
         leakage=(
             "every party learns the frequent itemsets and rules of the pooled transactions"
             + (
@@ -354,11 +619,13 @@ def _assoc(
                 else " (whether each candidate's pooled support reaches the threshold)"
             )
             + (
-                "; vertical: the support counts of candidates spanning parties"
+                "; vertical: the number of transactions, and the support counts of "
+                "candidates spanning parties"
+                + (f" with this party's own noise (epsilon {epsilon:g})" if epsilon else "")
                 if vertical
                 else "; the collector of each level's union learns set sizes with fakes"
             )
-            + (_ALIGN_LEAKAGE if params.get("align") else "")
+            + (_ALIGN_LEAKAGE if align else "")
         ),
     )
 
@@ -392,24 +659,36 @@ def _read_header(ctx: PartyContext, key: str, sep: str) -> list[str]:
     return [c.strip() for c in row]
 
 
+#: k-means starting centres that are aggregates (the others place centres on records).
+AGGREGATE_INITS = ("aggregate", "random-partition", "random-slabs")
+
+
 def _kmeans(
     params: Mapping[str, Any], parties: Sequence[str], me: str, ctx: PartyContext
 ) -> Disclosure:
     data_key = params.get("data") or "records"
     key = f"data.{data_key}"
     vertical = params.get("mode") == "vertical"
+    align = bool(params.get("align"))
     columns = params.get("columns")
     changed = _changed("kmeans", params)
-    init = params.get("init", "first-k")
+    init = params.get("init", "aggregate")
+    id_column = str(params.get("id_column") or "record_id")
+    header: list[str] | None = None
+
+    def held() -> list[str]:
+        nonlocal header
+        if header is None:
+            try:
+                header = _read_header(ctx, data_key, params.get("sep", ","))
+            except (ConfigError, OSError):
+                header = []
+        return header
+
     own: tuple[str, ...] = ()
+    outputs: list[Output] = []
     if not isinstance(init, str):
-        header: list[str] = []
-        try:
-            header = _read_header(ctx, data_key, params.get("sep", ","))
-        except (ConfigError, OSError):
-            header = []
-        id_column = params.get("id_column", "record_id")
-        mine = [c for c in header if c and c != id_column]
+        mine = [c for c in held() if c and c != id_column]
         if columns is not None:
             mine = [c for c in mine if c in columns]
         if isinstance(init, dict):
@@ -418,16 +697,45 @@ def _kmeans(
             own = tuple(mine) or ("*",)
         if own:
             changed["init"] = "explicit starting centres"
-    read_columns = tuple(columns) if isinstance(columns, list) else None
-    if vertical and read_columns is not None:
+    elif init not in AGGREGATE_INITS:
+        changed["init"] = init
+        outputs.append(
+            Output(
+                "records",
+                f"init={init!r} starts from real records: they are published as starting centres",
+            )
+        )
+    size = _int_param(params, "min_cluster_size")
+    outputs.append(
+        Output(
+            "aggregate",
+            "the centres and sizes of the clusters in every iteration",
+            covers=size,
+            party_covers=_int_param(params, "min_party_records") or None,
+        )
+    )
+    if vertical:
+        outputs.append(
+            Output(
+                "records",
+                "every record's cluster label in every iteration (a function of this "
+                "party's values of that record and the other parties' columns)",
+                chosen_by=_others(parties, me),
+            )
+        )
+    if align:
+        outputs.append(_align_outputs(params, parties, me))
+    read_columns = tuple(str(c) for c in columns) if isinstance(columns, list) else None
+    if vertical and read_columns is not None and held():
         # Vertically each party reads only the job's columns that it holds: its column
         # control applies to those (the others' columns never touch its data).
-        try:
-            held = set(_read_header(ctx, data_key, params.get("sep", ",")))
-        except (ConfigError, OSError):
-            held = set()
-        if held:
-            read_columns = tuple(c for c in read_columns if c in held)
+        read_columns = tuple(c for c in read_columns if c in held())
+    if vertical or align:
+        # The id column orders (vertical) or aligns (align=true) the records: it is read.
+        if read_columns is None:
+            read_columns = tuple(held()) or None
+        elif id_column not in read_columns:
+            read_columns = (*read_columns, id_column)
     return Disclosure(
         reads=(key,),
         participants=tuple(parties),
@@ -436,6 +744,8 @@ def _kmeans(
         changed=changed,
         columns=read_columns,
         own_centre_columns=own,
+        outputs=tuple(outputs),
+        record_count="revealed" if vertical or align else "pooled",
         leakage=(
             "every party learns the centres and cluster sizes of every iteration"
             + (
@@ -444,8 +754,12 @@ def _kmeans(
                 if vertical
                 else "; horizontal: sums and counts by secure sum"
             )
-            + ("; init=first-k reveals the first k pooled records" if init == "first-k" else "")
-            + (_ALIGN_LEAKAGE if params.get("align") else "")
+            + (
+                f"; init={init!r} reveals real records as starting centres"
+                if isinstance(init, str) and init not in AGGREGATE_INITS
+                else ""
+            )
+            + (_ALIGN_LEAKAGE if align else "")
         ),
     )
 
@@ -526,6 +840,36 @@ def profile_names() -> list[str]:
     return sorted(_PROFILES)
 
 
+def incomplete_statement(disclosure: Disclosure) -> str | None:
+    """Why a statement is incomplete (``None``: complete). A statement on private data
+    names at least one output, names who chooses every linear query, and gives the
+    privacy loss of every noisy one."""
+    if not disclosure.private:
+        return None
+    if not disclosure.outputs:
+        return "it names no output"
+    for o in disclosure.outputs:
+        if o.kind == "linear" and not o.chosen_by:
+            return "a linear output does not name who chooses its coefficients"
+        if o.protection == "dp" and (o.epsilon is None or not o.epsilon > 0):
+            return "a noisy output does not name its privacy loss"
+        if o.kind == "aggregate" and o.unit == "records" and o.covers is None:
+            return "an aggregate does not name how many records it covers"
+    if disclosure.aggregate is not None and disclosure.aggregate not in AUDIT_KINDS:
+        return f"unknown audit kind {disclosure.aggregate!r}"
+    if disclosure.aggregate is not None and disclosure.audit_key not in disclosure.reads:
+        return "the audited input is not one the job reads"
+    return None
+
+
+def unprofiled_jobs() -> list[str]:
+    """Registered jobs without a disclosure statement (must be empty: the node refuses
+    them, and a test walks the registry)."""
+    from ppdm.jobs.registry import job_names
+
+    return [name for name in job_names() if name not in _PROFILES]
+
+
 # Input versions ---------------------------------------------------------------------------
 
 _file_digests: dict[tuple[str, int, int], str] = {}
@@ -560,3 +904,23 @@ def input_version(ctx: PartyContext, key: str) -> str:
     with _digest_lock:
         _file_digests[cache_key] = digest
     return digest
+
+
+def input_identity(ctx: PartyContext, key: str) -> str:
+    """What the disclosure audit follows for ``key`` (``inputs.X`` or ``data.X``): the
+    data, not the name a settings entry gives it. A data file is followed by its resolved
+    path, a source by its definition without credentials (kind, place, table or query),
+    a private input by its key. Histories are also joined across identities by content
+    (:func:`input_version`), so renaming an entry, or copying a file to a new path, keeps
+    its history; and a changed input keeps the answers on its earlier versions."""
+    table, _, name = key.partition(".")
+    if table == "inputs":
+        return f"inputs:{name}"
+    if _source_entry(ctx, name):
+        from ppdm.sources.config import parse_data_entry
+
+        spec = parse_data_entry(name, ctx.settings["data"][name], base_dir=ctx.base_dir)
+        if spec.kind == "sql":
+            return f"sql:{spec.url}:{spec.table or getattr(spec, 'query', '')}"
+        return f"{spec.kind}:{Path(spec.file_path).resolve()}"
+    return f"file:{Path(ctx.data_path(name)).resolve()}"

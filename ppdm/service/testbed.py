@@ -16,6 +16,8 @@ contract tests use it to run one suite against both transports.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
 import os
 import signal
@@ -26,6 +28,7 @@ import time
 import tomllib
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -60,6 +63,68 @@ R = TypeVar("R")
 _REPO_ROOT = Path(ppdm.__file__).resolve().parent.parent
 
 
+# -- processes that die with the process that started them ----------------------------------
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+# One long-lived thread starts every node: Linux sends the parent-death signal when the
+# *thread* that forked the child ends, so a node started from a short-lived test thread
+# would die with that thread. This one lives until the interpreter exits.
+_spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ppdm-testbed-spawner")
+
+
+def _death_signal_preexec() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child get SIGKILL when this process dies, however
+    it dies (SIGKILL included), or ``None`` where Linux's ``prctl`` is not available.
+
+    The function only calls ``prctl`` (resolved here, in the parent) and ``getppid``
+    in the child, which is safe between ``fork`` and ``exec`` in a threaded parent."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    parent = os.getpid()
+    kill = int(signal.SIGKILL)
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, kill, 0, 0)
+        if os.getppid() != parent:  # the parent died before the signal was armed
+            os._exit(1)
+
+    return preexec
+
+
+def spawn_tied(argv: Sequence[str], **popen: Any) -> subprocess.Popen[Any]:
+    """``subprocess.Popen(argv, **popen)`` for a process that must not outlive this one:
+    in its own process group (:func:`kill_tied` ends it and anything it started) and,
+    on Linux, killed by the kernel (``PR_SET_PDEATHSIG``) as soon as this process ends,
+    however it ends (a test timeout, SIGKILL of pytest). The death signal survives
+    ``exec`` of ordinary programs (``ip netns exec`` included) but is cleared when a
+    program changes its user (use ``setpriv --pdeathsig KILL`` after such a change)."""
+    preexec = _death_signal_preexec()
+    extra: dict[str, Any] = {"process_group": 0}
+    if preexec is not None:
+        extra["preexec_fn"] = preexec
+
+    def start() -> subprocess.Popen[Any]:
+        return subprocess.Popen(list(argv), **popen, **extra)
+
+    return _spawner.submit(start).result()
+
+
+def kill_tied(proc: subprocess.Popen[Any], *, wait: float = 60.0) -> None:
+    """SIGKILL ``proc``'s process group (the process and anything it started there)
+    and reap ``proc``."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    proc.wait(wait)
+
+
 def write_policy(path: Path, text: str) -> None:
     """Check a policy text (:class:`~ppdm.errors.ConfigError` if it is not valid) and
     write it to ``path`` atomically (a running node re-reads it on its next job)."""
@@ -84,6 +149,23 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
     finally:
         for s in socks:
             s.close()
+
+
+def write_party_tables(
+    path: Path, party: str, inputs: Any | None, data: Mapping[str, str] | None
+) -> None:
+    """Write ``party``'s private ``[inputs]`` (a table, or one ``secure_sum`` number)
+    and ``[data]`` tables into its settings file, where a node reads them for every job
+    (tests plant their secrets here, not in a settings object the node never re-reads)."""
+    with path.open("rb") as f:
+        doc = tomllib.load(f)
+    if isinstance(inputs, Mapping):
+        doc["inputs"] = dict(inputs)
+    elif inputs is not None:
+        doc.setdefault("inputs", {})["secure_sum"] = inputs
+    if data is not None:
+        doc["data"] = {k: str(v) for k, v in data.items()}
+    path.write_text(write_toml(doc, header=f"Private settings of party {party!r} (testbed)."))
 
 
 class GrpcTestbed:
@@ -168,16 +250,7 @@ class GrpcTestbed:
     def _update_settings(
         self, party: str, inputs: Any | None, data: Mapping[str, str] | None
     ) -> None:
-        path = self.settings_path(party)
-        with path.open("rb") as f:
-            doc = tomllib.load(f)
-        if isinstance(inputs, Mapping):
-            doc["inputs"] = dict(inputs)
-        elif inputs is not None:
-            doc.setdefault("inputs", {})["secure_sum"] = inputs
-        if data is not None:
-            doc["data"] = {k: str(v) for k, v in data.items()}
-        path.write_text(write_toml(doc, header=f"Private settings of party {party!r} (testbed)."))
+        write_party_tables(self.settings_path(party), party, inputs, data)
 
     def policy_path(self, party: str) -> Path:
         return self.workdir / f"{party}.policy.toml"
@@ -210,7 +283,7 @@ class GrpcTestbed:
 
     def _spawn(self, party: str, env: Mapping[str, str]) -> None:
         with self.log_path(party).open("ab") as logf:
-            self._procs[party] = subprocess.Popen(
+            self._procs[party] = spawn_tied(
                 [
                     sys.executable,
                     "-m",
@@ -268,9 +341,7 @@ class GrpcTestbed:
 
     def kill(self, party: str) -> None:
         """Kill ``party``'s node at once (SIGKILL), as a crash would."""
-        proc = self._procs[party]
-        proc.kill()
-        proc.wait(10)
+        kill_tied(self._procs[party])
 
     def terminate(self, party: str, *, grace: float = 10.0) -> int:
         """Stop ``party``'s node with SIGTERM (SIGKILL after ``grace`` s); exit code."""
@@ -280,8 +351,7 @@ class GrpcTestbed:
             try:
                 proc.wait(grace)
             except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+                kill_tied(proc)
         return proc.returncode
 
     def send_signal(self, party: str, signum: int) -> None:
@@ -303,11 +373,9 @@ class GrpcTestbed:
             if self._procs[p].poll() is None:
                 self._procs[p].send_signal(signal.SIGTERM)
         for p in list(self._procs):
-            try:
-                self._procs[p].wait(10)
-            except subprocess.TimeoutExpired:
-                self._procs[p].kill()
-                self._procs[p].wait(10)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._procs[p].wait(60)
+            kill_tied(self._procs[p])  # and whatever the node left in its group
 
     def __enter__(self) -> GrpcTestbed:
         try:
@@ -357,6 +425,8 @@ class LoopbackConsortium:
 
     :meth:`simulate` has the signature and semantics of
     :func:`ppdm.parties.local.simulate`, with the gRPC transport underneath.
+    ``inputs`` and ``data`` (per party, as for :class:`GrpcTestbed`) are written into
+    the settings files, which every node re-reads for each job.
     """
 
     def __init__(
@@ -370,6 +440,8 @@ class LoopbackConsortium:
         keep_ca_key: bool = False,
         policy: str | Mapping[str, str] | None = None,
         limits: NodeLimits | None = None,
+        inputs: Mapping[str, Any] | None = None,
+        data: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         self.parties = tuple(parties)
         self.workdir = Path(workdir)
@@ -386,6 +458,14 @@ class LoopbackConsortium:
             text = policy.get(party) if isinstance(policy, Mapping) else policy
             if text is not None:
                 write_policy(self.workdir / f"{party}.policy.toml", text)
+        for party in self.parties:  # the settings files, which nodes re-read for every job
+            if (inputs and party in inputs) or (data and party in data):
+                write_party_tables(
+                    self.workdir / f"{party}.toml",
+                    party,
+                    inputs.get(party) if inputs and party in inputs else None,
+                    data.get(party) if data else None,
+                )
         self.settings = {p: load_settings(self.workdir / f"{p}.toml") for p in self.parties}
         if limits is not None:
             self.settings = {p: replace(s, limits=limits) for p, s in self.settings.items()}

@@ -119,3 +119,30 @@ class StreamedRecords:
         if at != len(labels):
             raise ConfigError(f"{self.where}: the records changed during the job")
         return labels, sums, counts, d2_sum
+
+    def project(self, u: np.ndarray) -> np.ndarray:
+        """``x @ u`` for every record, in order (one scan; for ``init="random-slabs"``)."""
+        out = np.empty(self.shape[0])
+        at = 0
+        for _, x in self._batches():
+            if at + len(x) > len(out):
+                raise ConfigError(f"{self.where}: the records changed during the job")
+            out[at : at + len(x)] = x @ u
+            at += len(x)
+        if at != len(out):
+            raise ConfigError(f"{self.where}: the records changed during the job")
+        return out
+
+    def group_sums(self, labels: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per-group coordinate sums and counts of the records labelled ``labels`` (one
+        scan; for ``init="random-partition"`` and ``"random-slabs"``)."""
+        sums = np.zeros((k, self.shape[1]))
+        at = 0
+        for _, x in self._batches():
+            if at + len(x) > len(labels):
+                raise ConfigError(f"{self.where}: the records changed during the job")
+            np.add.at(sums, labels[at : at + len(x)], x)
+            at += len(x)
+        if at != len(labels):
+            raise ConfigError(f"{self.where}: the records changed during the job")
+        return sums, np.bincount(labels, minlength=k).astype(np.int64)

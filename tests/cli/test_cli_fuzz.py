@@ -19,7 +19,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 MEMORY_CAP = 6 << 30
-CASE_SECONDS = 20
+# Per command, a deadline that only catches a hang (issue 22: no wall-clock bound in a
+# test; how fast the commands are is measured in benchmarks/, not here).
+CASE_SECONDS = 300
 
 RUNNER = (
     textwrap.dedent(
@@ -322,7 +324,7 @@ def _run(cases: list[list[str]], tmp: Path) -> list[dict]:
         [sys.executable, str(tmp / "runner.py"), str(tmp / "cases.json"), str(tmp / "res.json")],
         capture_output=True,
         text=True,
-        timeout=CASE_SECONDS * len(cases) + 120,
+        timeout=3300,  # a hang of the whole run, inside the test's own 3600 s
         env={
             "PYTHONPATH": str(REPO),
             "PATH": "/usr/bin:/bin",
@@ -352,7 +354,7 @@ def _contract(r: dict) -> str | None:
     return None
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(3600)
 def test_no_traceback_for_any_input(files, adult_dir, tmp_path):
     bases, generated, must_fail = _cases(files, adult_dir)
     results = _run([*bases, *generated, *must_fail], tmp_path)
@@ -367,5 +369,3 @@ def test_no_traceback_for_any_input(files, adult_dir, tmp_path):
     assert not accepted, "accepted although the issue lists it as bad:\n" + "\n".join(
         " ".join(a) for a in accepted
     )
-    slow = [(r["argv"], round(r["seconds"], 1)) for r in results if r["seconds"] > 15]
-    assert not slow, slow

@@ -1,7 +1,7 @@
 """Every example in ``examples/`` runs as documented (issue 15, item 1).
 
-Each example is a subprocess with a timeout, run from the repository root as its README
-section says; the test checks the exit code and what it writes. The examples check their
+Each example is a subprocess with a generous deadline that only catches a hang, run
+from the repository root as its README section says; the test checks the exit code and what it writes. The examples check their
 own results against independent oracles (the pooled computation, scikit-learn), so a
 wrong answer fails here too. The two that start real nodes are in the gRPC tier.
 """
@@ -20,7 +20,14 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 
 
-def _run(name: str, *args: str, timeout: float = 120.0) -> str:
+# A deadline that only catches a hang (the data-publisher example takes about 70 s on a
+# quiet machine; issue 22: no wall-clock bound in a test).
+HANG_SECONDS = 1500.0
+
+pytestmark = pytest.mark.timeout(1800)
+
+
+def _run(name: str, *args: str, timeout: float = HANG_SECONDS) -> str:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
     proc = subprocess.run(

@@ -353,6 +353,195 @@ def test_horizontal_string_labels() -> None:
     check_counts_and_rules(got, mlxtend_itemsets(tx, 0.15), len(tx))
 
 
+# -- horizontal, with a minimum aggregation (min_aggregate, colluders; issue 21) -------------
+
+
+def _skewed_partition(tx: Tx, n_parties: int, seed: int, item: Any) -> list[np.ndarray]:
+    """Every transaction holding ``item`` to the first party, the rest at random: the
+    itemsets with ``item`` rest on one party alone, which the release rule must drop."""
+    owner = np.random.default_rng(seed).integers(0, n_parties, len(tx))
+    owner[[i for i, t in enumerate(tx) if item in t]] = 0
+    return [np.flatnonzero(owner == p) for p in range(n_parties)]
+
+
+def filtered_oracle(
+    tx: Tx,
+    parts: list[np.ndarray],
+    min_support: float,
+    min_aggregate: int,
+    colluders: int,
+) -> dict[frozenset, int]:
+    """The centralized result filtered by the release rule, from the pooled data and the
+    split: pooled count ``>= max(T, m)`` (pyfim on the pooled data) and, for every set of
+    ``colluders`` parties, the count outside them ``>= m`` (plain Python per party)."""
+    n = len(tx)
+    pooled = pyfim_itemsets(tx, max(count_threshold(min_support, n), min_aggregate, 1))
+    sets = [[frozenset(tx[i]) for i in rows] for rows in parts]
+    out = {}
+    for itemset, count in pooled.items():
+        per_party = [sum(itemset <= t for t in rows) for rows in sets]
+        assert sum(per_party) == count
+        if all(
+            count - sum(per_party[j] for j in coalition) >= min_aggregate
+            for coalition in itertools.combinations(range(len(parts)), colluders)
+        ):
+            out[itemset] = count
+    return out
+
+
+def oracle_rule_keys(counts: dict[frozenset, int], min_confidence: float) -> set:
+    """Confident rules of ``counts`` by exact fractions (every subset is in ``counts``)."""
+    bar = Fraction(repr(float(min_confidence)))
+    keys = set()
+    for z, cz in counts.items():
+        for r in range(1, len(z)):
+            for x in itertools.combinations(sorted(z), r):
+                xs = frozenset(x)
+                if Fraction(cz, counts[xs]) >= bar:
+                    keys.add((xs, z - xs))
+    return keys
+
+
+def run_horizontal_parts(
+    tx: Tx, parts: list[np.ndarray], *, min_support: float, min_confidence: float, **kw: Any
+) -> AssocResult:
+    inputs = {
+        p: from_transactions([tx[i] for i in rows])
+        for p, rows in zip(_names(len(parts)), parts, strict=True)
+    }
+    sim = simulate(
+        lambda net, db: horizontal_association_rules(
+            net, db, min_support=min_support, min_confidence=min_confidence, **kw
+        ),
+        inputs,
+        timeout=120,
+    )
+    return _same_everywhere(sim.results)
+
+
+def _rule_keys_of(got: AssocResult) -> set:
+    if got.counts_revealed:
+        return {(r.antecedent, r.consequent) for r in got.rules}
+    return {(frozenset(r["antecedent"]), frozenset(r["consequent"])) for r in got.rules}
+
+
+# (file, sampled rows, min support, parties, min confidence, min_aggregate, colluders, seed)
+MIN_AGGREGATE = [
+    ("mushroom.dat", 1000, 0.35, 3, 0.8, 10, 1, 91),
+    ("chess.dat", 600, 0.9, 4, 0.9, 10, 2, 92),
+    ("retail.dat", 20000, 0.01, 3, 0.3, 10, 1, 93),
+    ("T10I4D100K.dat", 10000, 0.01, 3, 0.5, 25, 1, 94),
+]
+
+
+@pytest.mark.parametrize("reveal", [False, True])
+@pytest.mark.parametrize(
+    ("name", "rows", "s", "n_parties", "conf", "m", "c", "seed"), MIN_AGGREGATE
+)
+def test_horizontal_min_aggregate_equals_filtered_centralized(
+    fimi_dir: Path,
+    name: str,
+    rows: int,
+    s: float,
+    n_parties: int,
+    conf: float,
+    m: int,
+    c: int,
+    seed: int,
+    reveal: bool,
+) -> None:
+    """With ``min_aggregate`` the parties find exactly the centralized itemsets that pass
+    the release rule, with their counts when revealed (of released itemsets only), and
+    exactly the confident rules among them. The split puts every transaction with one
+    frequent item at the first party, so the rule drops real itemsets."""
+    tx = _load(fimi_dir, name, rows, seed=seed)
+    n = len(tx)
+    freq = collections.Counter(x for t in tx for x in t)
+    t = count_threshold(s, n)
+    # An item frequent enough to be found, held by the first party alone.
+    item = min((k, x) for x, k in freq.items() if t <= k < n)[1]
+    parts = _skewed_partition(tx, n_parties, seed, item)
+    got = run_horizontal_parts(
+        tx,
+        parts,
+        min_support=s,
+        min_confidence=conf,
+        reveal_counts=reveal,
+        min_aggregate=m,
+        colluders=c,
+    )
+    want = filtered_oracle(tx, parts, s, m, c)
+    unfiltered = pyfim_itemsets(tx, max(t, m))
+    assert frozenset([item]) in unfiltered and frozenset([item]) not in want
+    assert set(got.itemsets) == set(want)
+    if reveal:
+        assert got.itemsets == want
+    else:
+        assert all(v is None for v in got.itemsets.values())
+    assert _rule_keys_of(got) == oracle_rule_keys(want, conf)
+    assert [lv["frequent"] for lv in got.levels if lv["frequent"]] == [
+        sum(len(k) == level for k in want) for level in range(1, max(map(len, want)) + 1)
+    ]
+
+
+@settings(max_examples=15)
+@given(
+    st.lists(st.lists(st.integers(0, 6), max_size=6), min_size=2, max_size=30),
+    st.integers(2, 4),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([0.05, 0.1, 0.25, 0.5]),
+    st.sampled_from([0.0, 0.5, 1.0]),
+    st.integers(1, 6),
+    st.integers(1, 3),
+    st.booleans(),
+)
+def test_horizontal_min_aggregate_small_random(
+    tx: Tx, n_parties: int, seed: int, s: float, conf: float, m: int, c: int, reveal: bool
+) -> None:
+    """Random small data, partitions, minimum aggregations and coalition sizes."""
+    tx = [sorted(set(t)) for t in tx]
+    parts = _row_partition(len(tx), n_parties, seed)
+    kw = {"min_support": s, "min_confidence": conf, "reveal_counts": reveal}
+    if c >= n_parties:
+        with pytest.raises(ValueError, match="more parties than colluders"):
+            run_horizontal_parts(tx, parts, min_aggregate=m, colluders=c, **kw)
+        return
+    got = run_horizontal_parts(tx, parts, min_aggregate=m, colluders=c, **kw)
+    want = filtered_oracle(tx, parts, s, m, c)
+    assert set(got.itemsets) == set(want)
+    if reveal:
+        assert got.itemsets == want
+    assert _rule_keys_of(got) == oracle_rule_keys(want, conf)
+
+
+def test_horizontal_min_aggregate_zero_is_plain_kc(fimi_dir: Path) -> None:
+    """``min_aggregate=0`` is today's protocol: the same result and the same messages."""
+    tx = _load(fimi_dir, "mushroom.dat", 1500, seed=95)
+    parts = _row_partition(len(tx), 3, 96)
+    kw = {"min_support": 0.35, "min_confidence": 0.8}
+    plain = run_horizontal_parts(tx, parts, **kw)
+    zero = run_horizontal_parts(tx, parts, min_aggregate=0, colluders=2, **kw)
+    assert zero.itemsets == plain.itemsets and zero.rules == plain.rules
+    assert set(plain.itemsets) == set(pyfim_itemsets(tx, count_threshold(0.35, len(tx))))
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"min_aggregate": -1}, "non-negative"),
+        ({"min_aggregate": 1.5}, "non-negative"),
+        ({"colluders": 0}, "positive"),
+        ({"min_aggregate": 3, "colluders": 3}, "more parties than colluders"),
+    ],
+)
+def test_horizontal_min_aggregate_bad_parameters(kw: dict, message: str) -> None:
+    tx = [[1, 2], [1], [2, 3]] * 4
+    with pytest.raises(ValueError, match=message):
+        run_horizontal_parts(
+            tx, _row_partition(len(tx), 3, 1), min_support=0.2, min_confidence=0.5, **kw
+        )
+
+
 # -- vertical partitioning -------------------------------------------------------------------
 
 # (file, sampled rows or None, min support, parties, min confidence, seed)

@@ -251,6 +251,8 @@ def test_simulate_assoc_equals_centralized(tmp_path, capsys, mode, parties, reve
         "--output",
         str(out),
     ]
+    # exact results, as a centralized run gives: no noise, no minimum aggregation
+    argv += ["--protect", "exact", "--min-aggregate", "0"]
     code, stdout, err = _cli(argv + (["--reveal-counts"] if reveal else []), capsys)
     assert code == 0, err
     assert stdout == "" and err.startswith(f"wrote {out}:")
@@ -295,6 +297,8 @@ def test_simulate_assoc_string_baskets_prints_document(tmp_path, capsys):
             "--min-confidence",
             "0.1",
             "--reveal-counts",
+            "--min-aggregate",
+            "0",
         ],
         capsys,
     )
@@ -303,6 +307,30 @@ def test_simulate_assoc_string_baskets_prints_document(tmp_path, capsys):
     got = {frozenset(e["items"]): e["support_count"] for e in result["frequent_itemsets"]}
     assert got == {frozenset({"whole milk"}): 15, frozenset({"bread"}): 10}
     assert result["rules"] == []
+    # With the default minimum aggregation (10 baskets without either party's own),
+    # itemsets that rest on one party's baskets are not released.
+    code, out, err = _cli(
+        [
+            "simulate",
+            "assoc",
+            "--input",
+            str(tmp_path / "b.csv"),
+            "--parties",
+            "2",
+            "--min-support",
+            "0.4",
+            "--min-confidence",
+            "0.1",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    result = json.loads(out)["parties"]["bob"]["result"]
+    assert all(len(e["items"]) == 1 for e in result["frequent_itemsets"])
+    assert {frozenset(e["items"]) for e in result["frequent_itemsets"]} < {
+        frozenset({"whole milk"}),
+        frozenset({"bread"}),
+    }
 
 
 # ---------------------------------------------------------------------------------------
@@ -339,6 +367,13 @@ def test_simulate_kmeans_equals_sklearn(tmp_path, capsys, mode, parties):
             "--seed",
             "1",
             "--include-labels",
+            # the reference starts from the first k pooled records, with no size floors
+            "--init",
+            "first-k",
+            "--min-cluster-size",
+            "0",
+            "--min-party-records",
+            "0",
             "--output",
             str(out),
         ],
@@ -372,7 +407,13 @@ def test_vertical_kmeans_aligns_rows_on_the_record_id(tmp_path):
     pd.DataFrame(x, columns=["a", "b", "c"]).to_csv(tmp_path / "t.csv", index=False)
     m = partition_file(tmp_path / "t.csv", tmp_path / "v", parties=NAMES[:2], mode="vertical")
     base = tmp_path / "v"
-    params = {"mode": "vertical", "k": 3, "include_labels": True}
+    params = {
+        "mode": "vertical",
+        "k": 3,
+        "include_labels": True,
+        "init": "first-k",
+        "min_cluster_size": 0,
+    }
 
     def contexts():
         return {
@@ -476,7 +517,7 @@ def small_files(tmp_path):
         ),
         (
             ["simulate", "kmeans", "--input", "{d}/t.csv", "--k", "99", "--columns", "a,b"],
-            "exceeds the 15 pooled records",
+            "exceeds the pooled number of records",
         ),
         (
             ["simulate", "kmeans", "--input", "{d}/t.csv", "--k", "2", "--columns", "a,zz"],

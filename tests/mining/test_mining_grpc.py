@@ -41,10 +41,16 @@ def bed(tmp_path_factory, fimi_dir):
     pd.DataFrame(x, columns=["w", "x", "y", "z"]).to_csv(root / "blobs.csv", index=False)
     # The owners opt in to what these tests use beyond the default policy: two-party
     # vertical rules, and k-means labels and local statistics in the results.
+    # These tests compare exact results with centralized ones, so the owners also opt
+    # out of the default protections: exact vertical counts, no minimum aggregation,
+    # records as starting centres and per-record labels.
     policy = (
-        "version = 1\n[jobs.assoc]\nmin_parties = 2\n[jobs.kmeans.params]\n"
+        "version = 1\n[defaults]\nexact_partners = [\"*\"]\nmin_aggregate = 0\n"
+        "min_party_records = 0\nallow_records = true\n"
+        "[jobs.assoc]\nmin_parties = 2\n[jobs.kmeans.params]\n"
         "include_labels = { values = [false, true] }\n"
         "report_local = { values = [false, true] }\n"
+        'init = { values = ["first-k", "aggregate"] }\n'
     )
     testbed = GrpcTestbed(PARTIES, root / "bed", timeout=60, policy=policy)
     files = {}
@@ -133,7 +139,12 @@ def _independent_oracle(pooled):
 @pytest.mark.timeout(120)
 def test_horizontal_assoc_over_grpc(bed):
     testbed, files, root = bed
-    params = {"mode": "horizontal", "min_support": SUPPORT, "min_confidence": CONFIDENCE}
+    params = {
+        "mode": "horizontal",
+        "min_support": SUPPORT,
+        "min_confidence": CONFIDENCE,
+        "min_aggregate": 0,
+    }
     params["data"] = "baskets_h"
     doc = testbed.run_job("assoc", params, initiator="bob", timeout=60)
     assert doc["network"] == "grpc" and doc["state"] == "succeeded", doc["error"]
@@ -151,6 +162,8 @@ def test_vertical_assoc_over_grpc(bed):
     testbed, files, root = bed
     params = {
         "mode": "vertical",
+        "protect": "exact",
+        "min_aggregate": 0,
         "min_support": SUPPORT,
         "min_confidence": CONFIDENCE,
         "data": "baskets_v",
@@ -167,6 +180,8 @@ def test_vertical_assoc_three_parties_over_grpc(bed):
     testbed, files, root = bed
     params = {
         "mode": "vertical",
+        "protect": "exact",
+        "min_aggregate": 0,
         "min_support": SUPPORT,
         "min_confidence": CONFIDENCE,
         "data": "baskets_v3",
@@ -191,6 +206,9 @@ def test_horizontal_kmeans_over_grpc(bed):
     params = {
         "mode": "horizontal",
         "k": K,
+        "init": "first-k",
+        "min_cluster_size": 0,
+        "min_party_records": 0,
         "data": "blobs_h",
         "include_labels": True,
         "report_local": True,
@@ -219,7 +237,14 @@ def test_horizontal_kmeans_over_grpc(bed):
 @pytest.mark.timeout(120)
 def test_vertical_kmeans_over_grpc(bed):
     testbed, files, root = bed
-    params = {"mode": "vertical", "k": K, "data": "blobs_v", "include_labels": True}
+    params = {
+        "mode": "vertical",
+        "k": K,
+        "data": "blobs_v",
+        "include_labels": True,
+        "init": "first-k",
+        "min_cluster_size": 0,
+    }
     doc = testbed.run_job("kmeans", params, initiator="carol", timeout=60)
     assert doc["state"] == "succeeded", doc["error"]
     got, ref = _results(doc), _results(_in_process("kmeans", files, "blobs_v", params))

@@ -5,9 +5,13 @@ transaction, packed corrections), three or more with the GMW-style AND-and-count
 must give exactly the frequent itemsets, support counts and rules of centralized miners
 on the pooled data: mlxtend's Apriori (with its rules) and pyfim's Apriori, on samples of
 mushroom, chess and BMS-WebView-1 split among 2, 3 and 4 parties, and on random small
-databases and partitions (hypothesis). The old paths (``method="gilboa"``,
-``multiparty="intersection"``) stay available and agree. The oracles parse the FIMI
-files in plain Python and never call ppdm's miners.
+databases and partitions (hypothesis), with ``protect="exact"`` (issue 21: exact counts,
+opened only for frequent candidates) and no minimum aggregate. The old two-party paths
+(``method="gilboa"``, ``"paillier"``) stay available and agree; the EC intersection
+(``multiparty="intersection"``) is refused with three or more parties. With
+``protect="dp"`` and a large epsilon the results equal the exact ones, and with a
+moderate epsilon they differ only within the noise's proven range. The oracles parse the
+FIMI files in plain Python and never call ppdm's miners.
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ def run(tx: Tx, n_parties: int, seed: int, s: float, conf: float, **kw: Any) -> 
     }
     sim = simulate(
         lambda net, db: vertical_association_rules(
-            net, db, min_support=s, min_confidence=conf, **kw
+            net, db, min_support=s, min_confidence=conf, **{"protect": "exact", **kw}
         ),
         inputs,
         timeout=120,
@@ -155,14 +159,17 @@ def test_fast_paths_match_mlxtend_and_pyfim(
 
 
 def test_old_paths_agree_and_cost_more(fimi_dir: Path) -> None:
-    """``gilboa`` (one OT per candidate and transaction) and the EC intersection give the
-    same counts; the default sends over ten times fewer bytes per candidate (bytes are
-    deterministic: message sizes do not depend on the randomness)."""
+    """``gilboa`` (one OT per candidate and transaction; three owners then take the GMW
+    path) gives the same counts; the default sends over ten times fewer bytes per
+    candidate (bytes are deterministic: message sizes do not depend on the randomness).
+    The EC intersection protocol is refused with three parties."""
     small = _sample(fimi_dir, "mushroom.dat", 100, 9)
     new = run(small, 3, 10, 0.5, 0.8)
-    old = run(small, 3, 10, 0.5, 0.8, method="gilboa", multiparty="intersection")
+    old = run(small, 3, 10, 0.5, 0.8, method="gilboa")
     assert new.itemsets == old.itemsets == pyfim_counts(small, 0.5)
     assert spans(new, 3) > 0
+    with pytest.raises(ValueError, match="intersection"):
+        run(small, 3, 10, 0.5, 0.8, multiparty="intersection")
     tx = _sample(fimi_dir, "BMS1.dat", 3000, 12)
 
     def bytes_per(res: AssocResult) -> float:
@@ -175,8 +182,17 @@ def test_old_paths_agree_and_cost_more(fimi_dir: Path) -> None:
     two_old = run(tx, 2, 11, 0.015, 0.8, method="gilboa")
     assert two.itemsets == two_old.itemsets == pyfim_counts(tx, 0.015)
     assert spans(two, 2) > 100
-    # about 1.3 against 24 bytes per candidate and transaction
+    # about 1.4 against 24 bytes per candidate and transaction
     assert bytes_per(two) * 10 < bytes_per(two_old)
+
+
+def test_paillier_path_gives_exact_shares(fimi_dir: Path) -> None:
+    """``method="paillier"`` now returns shares modulo the key's ``N``, lifted to
+    ``2^64`` (module docstring of :func:`_pair_paillier`): the same itemsets."""
+    small = _sample(fimi_dir, "mushroom.dat", 40, 13)
+    got = run(small, 2, 14, 0.6, 0.8, method="paillier")
+    assert got.itemsets == pyfim_counts(small, 0.6)
+    assert spans(got, 2) > 0
 
 
 def test_unknown_options_refused() -> None:
@@ -191,6 +207,17 @@ def test_unknown_options_refused() -> None:
             min_confidence=0.5,
             multiparty="x",  # type: ignore[arg-type]
         )
+    bad: list[dict[str, Any]] = [
+        {"protect": "none"},
+        {"protect": "dp", "epsilon": 0.0},
+        {"protect": "dp", "epsilon": float("inf")},
+        {"max_shared_candidates": 0},
+        {"min_aggregate": -1},
+        {"min_aggregate": True},
+    ]
+    for kw in bad:
+        with pytest.raises(ValueError):
+            vertical_association_rules(None, db, min_support=0.5, min_confidence=0.5, **kw)  # type: ignore[arg-type]
 
 
 @settings(max_examples=15)
@@ -208,3 +235,88 @@ def test_random_small_partitions(tx: Tx, n_parties: int, seed: int, s: float, co
     got = run(tx, n_parties, seed, s, conf)
     mlxtend_check(got, tx, s)
     assert got.itemsets == pyfim_counts(tx, s)
+
+
+# -- protect="dp" and the minimum aggregate (issue 21) ---------------------------------------
+
+
+def test_dp_with_a_large_epsilon_equals_exact(fimi_dir: Path) -> None:
+    """Per-count epsilon 40 (noise scale 1/40 per owner): a discrete Laplace variate is
+    non-zero with probability ``2 e^-40 / (1 + e^-40) < 9e-18``, so over the ~500 noisy
+    counts of two owners the result differs from the exact one with probability below
+    ``1e-14``: equality is required."""
+    tx = _sample(fimi_dir, "mushroom.dat", 3000, 21)
+    budget = 10_000
+    got = run(
+        tx, 2, 22, 0.3, 0.8, protect="dp", epsilon=40.0 * budget, max_shared_candidates=budget
+    )
+    assert got.itemsets == pyfim_counts(tx, 0.3)
+    prot = got.protection
+    assert prot["protect"] == "dp" and prot["epsilon_per_count"] == 40.0
+    assert prot["noisy_counts"] == spans(got, 2) > 100
+    assert prot["budget_exhausted"] is False
+    assert prot["epsilon_spent"] == pytest.approx(40.0 * prot["noisy_counts"])
+
+
+def test_dp_with_a_moderate_epsilon_errs_only_within_the_noise_range(fimi_dir: Path) -> None:
+    """Per-count epsilon 1/2 (scale b = 2 per owner, three owners). A two-sided
+    geometric exceeds ``20 b`` in magnitude with probability ``<= 2 e^-20``, so a sum of
+    three exceeds ``d = 60 b = 120`` with probability ``<= 6 e^-20 = 1.2e-8`` per count:
+    below ``1e-5`` over the ~700 counts. Then every published count is within ``d`` of
+    the true one (capping at a subset's published count keeps that), and an itemset is
+    found or missed wrongly only if its true count is within ``d`` of the threshold."""
+    tx = _sample(fimi_dir, "mushroom.dat", 2000, 23)
+    s, d = 0.3, 120
+    got = run(tx, 3, 24, s, 0.8, protect="dp", epsilon=0.5 * 100_000, max_shared_candidates=100_000)
+    exact = pyfim_counts(tx, s)
+    t = threshold(s, len(tx))
+    everything = pyfim_counts(tx, (t - d) / len(tx))  # true counts down to t - d
+    assert spans(got, 3) > 0
+    for items, count in got.itemsets.items():
+        assert abs(count - everything[items]) <= d
+    for items in set(got.itemsets) ^ set(exact):
+        assert abs(everything[items] - t) <= d
+    # the noise is there: some published count differs from the true one
+    assert any(c != everything[i] for i, c in got.itemsets.items() if len(i) > 1)
+
+
+def test_dp_refuses_the_level_that_would_exceed_the_budget(fimi_dir: Path) -> None:
+    """Mining stops before a level whose shared candidates would take the noisy counts
+    above ``max_shared_candidates``; the result says so and the epsilon spent stays
+    within ``epsilon``."""
+    tx = _sample(fimi_dir, "mushroom.dat", 500, 25)
+    full = run(tx, 2, 26, 0.3, 0.8)
+    per_level = [lv["shared_candidates"] for lv in full.levels]
+    assert per_level[1] > 0 and len(per_level) > 2
+    budget = per_level[0] + per_level[1]  # levels 1 and 2 fit, level 3 does not
+    got = run(tx, 2, 26, 0.3, 0.8, protect="dp", epsilon=1.0, max_shared_candidates=budget)
+    prot = got.protection
+    assert prot["budget_exhausted"] is True and prot["refused_level"] == 3
+    assert prot["noisy_counts"] == budget and prot["epsilon_spent"] == pytest.approx(1.0)
+    assert max(len(i) for i in got.itemsets) <= 2 and len(got.levels) == 2
+
+
+def test_min_aggregate_raises_the_threshold_and_hides_infrequent_counts() -> None:
+    """``threshold = max(min_count, min_aggregate)``; a party outside a group learns the
+    frequent candidates and their counts only (the announcer sends no other count)."""
+    rng = np.random.default_rng(27)
+    tx = [[int(x) for x in np.flatnonzero(rng.random(9) < 0.5)] for _ in range(60)]
+    got = run(tx, 3, 28, 0.05, 0.5, min_aggregate=20)
+    assert got.protection["threshold_count"] == 20
+    assert got.itemsets == pyfim_counts(tx, 20 / 60)
+    assert all(c >= 20 for c in got.itemsets.values())
+
+
+def test_parties_must_agree_on_the_protection() -> None:
+    from ppdm.errors import ProtocolError
+
+    dbs = {"alice": from_transactions([[1], [1, 2]]), "bob": from_transactions([[3], [3]])}
+    modes = {"alice": "dp", "bob": "exact"}
+    with pytest.raises(ProtocolError, match="differ"):
+        simulate(
+            lambda net, db: vertical_association_rules(
+                net, db, min_support=0.5, min_confidence=0.5, protect=modes[net.me]
+            ),
+            dbs,
+            timeout=30,
+        )

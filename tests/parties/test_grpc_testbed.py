@@ -24,7 +24,7 @@ from ppdm.proto.ppdm.v1 import party_pb2 as pb
 from ppdm.proto.ppdm.v1 import party_pb2_grpc
 from ppdm.protocols.secure_sum import secure_sum
 from ppdm.service.policy import OPEN_POLICY_TOML
-from ppdm.service.testbed import GrpcTestbed
+from ppdm.service.testbed import GrpcTestbed, spawn_tied
 
 pytestmark = [pytest.mark.grpc, pytest.mark.timeout(120)]
 
@@ -232,7 +232,7 @@ def test_killing_a_node_mid_job_ends_the_job_everywhere(tmp_path):
     # A transport test, not a governance one: the open policy lets the survivors run a
     # two-party sum afterwards.
     with GrpcTestbed(PARTIES, tmp_path / "bed", timeout=timeout, policy=OPEN_POLICY_TOML) as bed:
-        cli = subprocess.Popen(
+        cli = spawn_tied(
             [
                 sys.executable,
                 "-m",
@@ -258,14 +258,12 @@ def test_killing_a_node_mid_job_ends_the_job_everywhere(tmp_path):
             _running_job(bed, "carol")
             time.sleep(0.5)
             bed.kill("bob")
-            killed = time.monotonic()
-            stdout, stderr = cli.communicate(timeout=4 * timeout)
-            elapsed = time.monotonic() - killed
+            # a deadline that catches a hang only (issue 22); the job must end, naming bob
+            stdout, stderr = cli.communicate(timeout=300)
         finally:
             if cli.poll() is None:
                 cli.kill()
         assert cli.returncode == 1, stderr
-        assert elapsed < 2 * timeout
         doc = json.loads(stdout)  # without --output the document goes to stdout
         assert doc["state"] == "failed" and doc["ok"] is False
         assert doc["failed_party"] == "bob"

@@ -4,7 +4,6 @@ chunking is exercised)."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
@@ -204,11 +203,9 @@ class NetworkContract:
                 net.receive("alice", "never", timeout=0.3)
             return None
 
-        t0 = time.perf_counter()
-        with pytest.raises(PartyFailure) as info:
+        with pytest.raises(PartyFailure) as info:  # a hang is caught by pytest-timeout
             run(fn, dict.fromkeys(PARTIES))
         assert info.value.party == "alice" and info.value.step == "never"
-        assert time.perf_counter() - t0 < 10
 
     def test_a_failing_party_aborts_the_others(self, run):
         def fn(net, _):

@@ -10,9 +10,12 @@ import pytest
 
 from ppdm.service.testbed import GrpcTestbed
 
-pytestmark = [pytest.mark.grpc, pytest.mark.slow]
+pytestmark = [pytest.mark.grpc, pytest.mark.slow, pytest.mark.timeout(900)]
 
 RESTARTS = 20
+# Deadlines that only catch a hang (issue 22): how fast a restarted node is reachable
+# again is a timing goal, not something a test may assert on a loaded machine.
+HANG_SECONDS = 240.0
 
 
 def test_twenty_restarts_no_failed_job(tmp_path):
@@ -20,15 +23,14 @@ def test_twenty_restarts_no_failed_job(tmp_path):
         first = bed.run_job("ring-echo", {"rounds": 2})
         assert first["state"] == "succeeded", first["error"]
         failures = []
-        waits = []
         for i in range(RESTARTS):
             victim = ("bob", "carol")[i % 2]
             if i % 5:
                 # Between jobs: a clean stop, then a start.
                 bed.restart(victim)
-                t0 = time.perf_counter()
-                doc = bed.run_job("ring-echo", {"rounds": 2}, initiator="alice", deadline=30)
-                waits.append(time.perf_counter() - t0)
+                doc = bed.run_job(
+                    "ring-echo", {"rounds": 2}, initiator="alice", deadline=HANG_SECONDS
+                )
                 if doc["state"] != "succeeded":
                     failures.append((i, victim, doc["error"]))
                 continue
@@ -38,27 +40,27 @@ def test_twenty_restarts_no_failed_job(tmp_path):
             runner = threading.Thread(
                 target=lambda box=box: box.setdefault(
                     "doc",
-                    bed.run_job("ring-echo", {"rounds": 100_000, "delay_s": 0.01}, deadline=30),
+                    bed.run_job(
+                        "ring-echo", {"rounds": 100_000, "delay_s": 0.01}, deadline=HANG_SECONDS
+                    ),
                 )
             )
             runner.start()
             time.sleep(0.6)
             bed.kill(victim)
-            runner.join(40)
-            assert box["doc"]["state"] != "succeeded"
+            runner.join(2 * HANG_SECONDS)
+            assert not runner.is_alive() and box["doc"]["state"] != "succeeded"
             bed.restart(victim)
-            t0 = time.perf_counter()
-            doc = bed.run_job("ring-echo", {"rounds": 2}, initiator="alice", deadline=30)
-            waits.append(time.perf_counter() - t0)
+            doc = bed.run_job("ring-echo", {"rounds": 2}, initiator="alice", deadline=HANG_SECONDS)
             if doc["state"] != "succeeded":
                 failures.append((i, victim, doc["error"]))
         assert not failures, failures
-        assert max(waits) < 5.0, waits
 
 
-def test_a_frozen_node_is_named_within_twice_the_timeout(tmp_path):
+def test_a_frozen_node_is_named_by_the_message_timeout(tmp_path):
     """SIGSTOP a node mid-job: every other party and the runner end the job, naming it,
-    within 2 T; after SIGCONT the node serves the next job."""
+    by the per-message timeout T (not the job's much longer deadline); after SIGCONT the
+    node serves the next job."""
     import signal
 
     timeout = 6.0
@@ -68,22 +70,26 @@ def test_a_frozen_node_is_named_within_twice_the_timeout(tmp_path):
             target=lambda: box.setdefault(
                 "doc",
                 bed.run_job(
-                    "ring-echo", {"rounds": 100_000, "delay_s": 0.01}, timeout=timeout, deadline=60
+                    "ring-echo",
+                    {"rounds": 100_000, "delay_s": 0.01},
+                    timeout=timeout,
+                    deadline=HANG_SECONDS,
                 ),
             )
         )
         runner.start()
         time.sleep(1.0)
         bed.send_signal("bob", signal.SIGSTOP)
-        frozen = time.perf_counter()
         try:
-            runner.join(4 * timeout)
-            elapsed = time.perf_counter() - frozen
+            # Only the per-message timeout T can end the job before this (the job's own
+            # deadline is longer): a hang deadline, not a bound on how fast (issue 22).
+            runner.join(HANG_SECONDS / 2)
+            assert not runner.is_alive(), "the job did not end after a node froze"
         finally:
             bed.send_signal("bob", signal.SIGCONT)
         doc = box["doc"]
         assert doc["state"] == "failed" and doc["failed_party"] == "bob", doc["error"]
-        assert elapsed < 2 * timeout, elapsed
+        assert "deadline" not in doc["error"], doc["error"]
         for p in ("alice", "carol"):
             assert doc["parties"][p]["state"] == "failed"
         again = bed.run_job("ring-echo", {"rounds": 2}, timeout=timeout)

@@ -15,8 +15,11 @@
 
 from __future__ import annotations
 
+import math
+import threading
 import uuid
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -26,6 +29,7 @@ from hypothesis import strategies as st
 from scipy.stats import chi2_contingency
 
 import ppdm.protocols.dot_product_ot as dpo
+import ppdm.protocols.gmw as gmw
 from ppdm.errors import ProtocolError
 from ppdm.parties.local import LocalNetwork, run_local, simulate
 from ppdm.protocols.dot_product_ot import (
@@ -39,7 +43,17 @@ from ppdm.protocols.dot_product_ot import (
     packed_size,
     unpack_uint,
 )
-from ppdm.protocols.gmw import multiparty_and_bytes, multiparty_and_counts
+from ppdm.protocols.gmw import (
+    STEP_NOISY,
+    STEP_THRESHOLD,
+    multiparty_and_bytes,
+    multiparty_and_counts,
+    multiparty_and_shares,
+    noisy_width,
+    open_noisy,
+    shares_at_least,
+    two_sided_geometric,
+)
 from ppdm.protocols.ot.extension import OTSession
 
 NAMES = ["alice", "bob", "carol", "dave"]
@@ -453,3 +467,181 @@ def test_three_party_views_depend_only_on_counts(zero_pads: Callable[[], None]) 
     zero_pads()
     assert _distinguishable(fn, *for_bob, "bob", runs=3)
     assert _distinguishable(fn, *for_carol, "carol", runs=3)
+
+
+# -- noisy opening and thresholds on shares (issue 21) ---------------------------------------
+
+
+def test_two_sided_geometric_has_the_discrete_laplace_law() -> None:
+    """Frequencies of ``X`` against ``P(X = x) = (1 - r) / (1 + r) r^|x|`` (chi-square,
+    p > 1e-4); a sampler with another scale (or none) fails the same test."""
+    from scipy.stats import chisquare
+
+    scale = Fraction(3, 2)
+    x = two_sided_geometric(scale, 6000)
+    r = math.exp(-1 / 1.5)
+    support = np.arange(-8, 9)
+    pmf = (1 - r) / (1 + r) * r ** np.abs(support)
+    tail = 1 - pmf.sum()
+
+    def pvalue(sample: np.ndarray) -> float:
+        obs = np.array([(sample == v).sum() for v in support] + [(np.abs(sample) > 8).sum()])
+        exp = np.append(pmf, tail) * len(sample)
+        return float(chisquare(obs, exp).pvalue)
+
+    assert pvalue(x) > 1e-4
+    assert pvalue(two_sided_geometric(Fraction(3), 6000)) < 1e-4
+    assert pvalue(np.zeros(6000, dtype=np.int64)) < 1e-4
+    assert (two_sided_geometric(Fraction(1, 1000), 200) == 0).all()  # P(X != 0) < 1e-400
+
+
+@pytest.mark.parametrize("t", [2, 3])
+def test_noisy_counts_are_the_counts_plus_every_owners_noise(
+    t: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the sampler replaced by known values, the opened counts are the true counts
+    plus the sum of every owner's noise (negative noise and wrap-around included)."""
+    owners = NAMES[:t]
+    rng = np.random.default_rng(t)
+    n = 40
+    cols = {p: (rng.random((2, n)) < 0.7).astype(np.uint8) for p in owners}
+    index = rng.integers(0, 2, (5, t))
+    want = _plain_counts(cols, owners, index)
+    noise = {p: rng.integers(-50, 50, 5) for p in owners}
+    monkeypatch.setattr(
+        gmw,
+        "two_sided_geometric",
+        lambda scale, size: noise[threading.current_thread().name.removeprefix("ppdm-")],
+    )
+
+    def party(net: Any, mine: np.ndarray) -> np.ndarray:
+        return multiparty_and_counts(
+            net,
+            mine,
+            owners=owners,
+            index=index,
+            bounds=[n] * 5,
+            sessions=_sessions(net),
+            noise_scale=Fraction(2),
+        )
+
+    total = sum(noise.values())
+    for got in run_local(party, cols).values():
+        assert np.array_equal(got, want + total)
+    assert noisy_width(n, t, Fraction(2)) == (n + t * 80).bit_length() + 1
+
+
+def test_noisy_view_of_a_coalition_is_private(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two owners, one count of 0 or 1 (bob's single bit); alice, the coalition of all
+    but bob, knows her own noise. Her best guess of bob's bit from the opened value is
+    right with probability at most ``e^eps / (1 + e^eps)``, here 0.62 for eps = 1/2
+    (+ 4 standard deviations over 400 runs); with bob's noise removed she is always
+    right."""
+
+    def accuracy(quiet: bool) -> float:
+        bits = np.random.default_rng(11).integers(0, 2, 400)
+        monkeypatch.setattr(
+            gmw,
+            "two_sided_geometric",
+            lambda scale, size: (
+                np.zeros(size, np.int64)
+                if quiet or threading.current_thread().name == "ppdm-alice"
+                else sampler(scale, size)
+            ),
+        )
+        bob = np.zeros((400, 3), np.uint8)
+        bob[:, 0] = bits  # count c is bob's bit c
+        cols = {"alice": np.ones((1, 3), np.uint8), "bob": bob}
+        index = np.stack([np.zeros(400, np.int64), np.arange(400)], axis=1)
+
+        def party(net: Any, mine: np.ndarray) -> np.ndarray:
+            return multiparty_and_counts(
+                net,
+                mine,
+                owners=["alice", "bob"],
+                index=index,
+                bounds=[1] * 400,
+                sessions=_sessions(net),
+                noise_scale=Fraction(2),
+            )
+
+        opened = run_local(party, cols)["alice"]
+        return float(np.mean((opened >= 1) == (bits == 1)))
+
+    sampler = gmw.two_sided_geometric
+    p = math.exp(0.5) / (1 + math.exp(0.5))
+    assert accuracy(quiet=False) <= p + 4 * math.sqrt(p * (1 - p) / 400)
+    assert accuracy(quiet=True) == 1.0
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(2, 4), st.integers(1, 30), st.integers(0, 2**32 - 1))
+def test_shares_at_least_decides_the_threshold(t: int, n: int, seed: int) -> None:
+    """``[count >= threshold]`` from the shares, for 2-4 owners, thresholds at, below and
+    above the counts (ties count as reached), per-candidate ring sizes."""
+    rng = np.random.default_rng(seed)
+    owners = NAMES[:t]
+    cols = {p: (rng.random((3, n)) < 0.8).astype(np.uint8) for p in owners}
+    index = rng.integers(0, 3, (9, t))
+    want = _plain_counts(cols, owners, index)
+    thresholds = np.clip(want + np.tile([-1, 0, 1], 3), 0, n)
+    ring = 2 * np.maximum(n, thresholds) + 1
+
+    def party(net: Any, mine: np.ndarray) -> np.ndarray:
+        s = _sessions(net)
+        share, widths = multiparty_and_shares(
+            net, mine, owners=owners, index=index, bounds=ring, sessions=s
+        )
+        peer = {"alice": "bob", "bob": "alice"}.get(net.me)
+        return shares_at_least(
+            net,
+            share,
+            widths=widths,
+            thresholds=thresholds,
+            owners=owners,
+            session=s[peer] if peer else None,
+        )
+
+    for got in run_local(party, cols).values():
+        assert np.array_equal(got, want >= thresholds)
+
+
+@pytest.mark.parametrize("bad", ["reshare", "noisy"])
+def test_bad_threshold_and_noisy_messages_raise_protocol_error(bad: str) -> None:
+    widths = np.array([5, 5])
+
+    def party(net: Any, _: Any) -> Any:
+        me = net.me
+        if bad == "noisy":
+            if me == "alice":  # opens far outside [-B, n + B] for scale 1, n = 3
+                net.send("bob", STEP_NOISY, np.array([1 << 19, 0], dtype=np.uint64))
+                return None
+            return open_noisy(
+                net,
+                np.zeros(2, np.uint64),
+                width=20,
+                n=3,
+                owners=["alice", "bob"],
+                scale=Fraction(1),
+            )
+        if bad == "reshare":
+            if me == "carol":
+                net.send("alice", f"{STEP_THRESHOLD}/reshare", np.array([99, 0], np.uint64))
+                return None
+            if me == "bob":
+                return None
+        session = OTSession(net, "bob")
+        owners = ["alice", "bob", "carol"] if bad == "reshare" else ["alice", "bob"]
+        return shares_at_least(
+            net,
+            np.zeros(2, np.uint64),
+            widths=widths,
+            thresholds=np.array([1, 1]),
+            owners=owners,
+            session=session,
+        )
+
+    inputs = {"alice": 0, "bob": 0, "carol": 0} if bad == "reshare" else {"alice": 0, "bob": 0}
+    with pytest.raises(ProtocolError) as err:
+        simulate(party, inputs, timeout=20)
+    assert err.value.party == {"reshare": "carol", "noisy": "alice"}[bad]

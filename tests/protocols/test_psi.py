@@ -8,6 +8,7 @@ and the sender cannot read the receiver's codewords from the ``u`` matrix.
 
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import numpy as np
@@ -20,7 +21,7 @@ from ppdm.parties.codec import ByteStrings
 from ppdm.parties.local import run_local, simulate
 from ppdm.protocols.ot.bits import pack, transpose_bits
 from ppdm.protocols.ot.crhash import AESCTRStream
-from ppdm.protocols.psi import IdSet, align, private_intersection
+from ppdm.protocols.psi import IdSet, align, opening, private_intersection
 from ppdm.protocols.psi import kkrt as kkrt_module
 from ppdm.protocols.psi.cuckoo import (
     CuckooFailure,
@@ -42,10 +43,20 @@ from ppdm.protocols.psi.kkrt import (
 PSI_SETTINGS = settings(
     max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
+#: For the tests of exactness on arbitrary sets (the size bounds have their own tests in
+#: test_psi_bounds.py): no ratio check, no minimum.
+UNBOUNDED = {"max_set_ratio": math.inf, "min_set_size": 0}
 
 
 def _run(sets: dict, method: str = "oprf") -> dict:
-    return run_local(partial(align, method=method), sets, timeout=30)
+    return run_local(partial(align, method=method, **UNBOUNDED), sets, timeout=30)
+
+
+@pytest.fixture
+def first_leads(monkeypatch):
+    """The first party of the group leads (the coin toss is tested in
+    test_psi_bounds.py): tests of one role's messages need to know the roles."""
+    monkeypatch.setattr(opening, "leader_index", lambda coins, n: 0)
 
 
 def _check(sets: dict, out: dict) -> None:
@@ -96,7 +107,7 @@ def test_larger_sets_and_several_u_chunks():
     n = 200_000  # 307,264 bins: three u messages of 2^17 bins
     a = np.arange(0, n, dtype=np.int64) * 3
     b = np.arange(n // 2, n + n // 2, dtype=np.int64) * 3 + (np.arange(n) % 2)
-    got = run_local(private_intersection, {"alice": a, "bob": b}, timeout=60)
+    got = run_local(private_intersection, {"alice": a, "bob": b}, timeout=60)  # 1:1, 50%
     want = sorted(set(a.tolist()) & set(b.tolist()))
     assert got["alice"] == want and got["bob"] == want
 
@@ -115,10 +126,12 @@ def test_disjoint_kinds_do_not_match():
 
 def test_single_party_group_and_subgroup():
     out = run_local(
-        partial(private_intersection, parties=["bob", "carol"]),
+        partial(private_intersection, parties=["bob", "carol"], **UNBOUNDED),
         {"bob": [1, 2, 3], "carol": [3, 2, 9]},
     )
     assert out == {"bob": [2, 3], "carol": [2, 3]}
+    alone = run_local(partial(align, parties=["bob"], **UNBOUNDED), {"bob": [4, 1]})
+    assert alone["bob"].ids == [1, 4] and alone["bob"].leader == "bob"
 
 
 @pytest.mark.parametrize(
@@ -206,7 +219,7 @@ def _psi_with(bad_party, suffix, fn, *, sets=None):
         ("/tags", lambda v: b"junk"),
     ],
 )
-def test_bad_sender_messages(suffix, fn):
+def test_bad_sender_messages(suffix, fn, first_leads):
     err = _psi_with("bob", suffix, fn)
     assert err.step.endswith(suffix.lstrip("/")) or err.step.endswith(suffix)
 
@@ -226,7 +239,7 @@ def test_bad_sender_messages(suffix, fn):
         ("psi/result", lambda v: v["ids"]),
     ],
 )
-def test_bad_receiver_messages(suffix, fn):
+def test_bad_receiver_messages(suffix, fn, first_leads):
     _psi_with("alice", suffix, fn)
 
 
@@ -236,11 +249,11 @@ def _not_points(v):
     return out
 
 
-def test_bad_ec_messages():
+def test_bad_ec_messages(first_leads):
     def party(net, ids):
         if net.me == "bob":
             _tamper(net, "/back", lambda v: v[:-1])
-        return private_intersection(net, ids, method="ec")
+        return private_intersection(net, ids, method="ec", **UNBOUNDED)
 
     with pytest.raises(ProtocolError) as info:
         simulate(party, {"alice": [1, 2, 3], "bob": [2, 3]}, timeout=10)
@@ -249,7 +262,7 @@ def test_bad_ec_messages():
     def party2(net, ids):
         if net.me == "bob":
             _tamper(net, "/theirs", _not_points)
-        return private_intersection(net, ids, method="ec")
+        return private_intersection(net, ids, method="ec", **UNBOUNDED)
 
     with pytest.raises(ProtocolError) as info:
         simulate(party2, {"alice": [1, 2, 3], "bob": [2, 3]}, timeout=10)

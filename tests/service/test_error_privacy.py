@@ -1,12 +1,19 @@
 """No private value crosses a party boundary in an error: every job, hostile parameters,
 real gRPC nodes (in this process) under the open policy (so that jobs run and fail inside)
 and under the default policy (so that they are refused). Checked: every Abort any party
-receives, every error field of the job document the initiator assembles."""
+receives, every error field of the job document the initiator assembles.
+
+The secrets are planted where a node reads them: its settings file (``[inputs]`` and
+``[data]``, re-read for every job), not the in-memory settings object; a positive
+control checks that jobs really compute on them (issue 22)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -65,14 +72,25 @@ def consortia(tmp_path_factory):
     inputs, data = _setup(root)
     beds = {}
     for name, policy in (("open", OPEN_POLICY_TOML), ("default", None)):
-        bed = LoopbackConsortium(PARTIES, root / name, policy=policy)
-        for p, s in bed.settings.items():
-            s.raw.setdefault("inputs", {}).update(inputs[p])
-            s.raw.setdefault("data", {}).update(data[p])
+        bed = LoopbackConsortium(PARTIES, root / name, policy=policy, inputs=inputs, data=data)
         beds[name] = bed.start()
     yield beds
     for bed in beds.values():
         bed.stop()
+
+
+def test_the_planted_secrets_reach_the_jobs(consortia):
+    """Positive control: the jobs the property test runs compute on the planted values
+    (a secure sum of the planted numbers, a union of the planted label sets), so an
+    error that carried a private value would carry one of these."""
+    bed = consortia["open"]
+    doc = run_job(bed.settings["alice"], "secure-sum", {}, timeout=120, deadline=600)
+    assert doc["state"] == "succeeded", doc["error"]
+    assert {r["result"]["sum"] for r in doc["parties"].values()} == {sum(NUMBERS.values())}
+    union = run_job(bed.settings["bob"], "set-union", {}, timeout=120, deadline=600)
+    assert union["state"] == "succeeded", union["error"]
+    text = json.dumps(union["parties"])
+    assert all(_label(p, SET_SIZES[p] - 1) in text for p in PARTIES), text[:500]
 
 
 HOSTILE = st.one_of(
@@ -158,3 +176,66 @@ def test_no_private_value_in_any_error_or_abort(consortia, case, which, initiato
         errors.append(d.get("reason") or "")
     leaked = _leaks("\n".join(errors + aborts))
     assert not leaked, (job, params, leaked, errors, aborts)
+
+
+# -- an exception that carries a private value ------------------------------------------------
+
+BAD_CELL = {p: f"zq{p}badcell" for p in PARTIES}
+
+
+@pytest.fixture(scope="module")
+def poisoned(tmp_path_factory):
+    """Each party's records hold one cell that is not a number, a private token: reading
+    them fails with an exception whose text names the cell (Python's and pandas' own
+    messages do), so only the node's handling keeps it from the peers."""
+    root = tmp_path_factory.mktemp("poisoned")
+    inputs, data = _setup(root)
+    for p in PARTIES:
+        path = Path(data[p]["records"])
+        path.write_text(path.read_text() + f"9,{BAD_CELL[p]}\n")
+    with LoopbackConsortium(
+        PARTIES, root / "bed", policy=OPEN_POLICY_TOML, inputs=inputs, data=data
+    ) as bed:
+        yield bed
+
+
+def _spy_aborts() -> tuple[list[str], object]:
+    aborts: list[str] = []
+    original = Endpoint.deliver
+
+    def spy(self, data, *, sender=None):
+        with contextlib.suppress(Exception):
+            env = env_pb.Envelope.FromString(bytes(data))
+            if env.WhichOneof("body") == "abort":
+                aborts.append(
+                    f"{env.abort.code} {env.abort.party} {env.abort.step} {env.abort.reason}"
+                )
+        return original(self, data, sender=sender)
+
+    Endpoint.deliver = spy  # type: ignore[method-assign]
+    return aborts, original
+
+
+@pytest.mark.parametrize(
+    "job, params",
+    [
+        ("kmeans", {"mode": "horizontal", "k": 2}),
+        ("kmeans", {"mode": "vertical", "k": 2, "id_column": "record_id"}),
+    ],
+)
+def test_an_exception_naming_a_private_value_stays_at_its_node(poisoned, caplog, job, params):
+    caplog.set_level(logging.WARNING)
+    aborts, original = _spy_aborts()
+    try:
+        doc = run_job(poisoned.settings["alice"], job, params, timeout=120, deadline=600)
+    finally:
+        Endpoint.deliver = original  # type: ignore[method-assign]
+    assert doc["state"] == "failed", doc
+    # Positive control: the exceptions really carried private values (a column's name,
+    # the bad cell: the nodes' own logs keep them), and the peers were told of the failure.
+    secrets = [*_private_tokens(), *BAD_CELL.values()]
+    assert any(t in caplog.text for t in secrets), caplog.text[-2000:]
+    assert aborts, "no party aborted"
+    received = "\n".join(aborts) + json.dumps(doc)
+    leaked = _leaks(received) + [t for t in BAD_CELL.values() if t in received]
+    assert not leaked, (leaked, aborts[:5], doc.get("error"))

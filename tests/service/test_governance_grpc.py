@@ -175,6 +175,28 @@ def test_differencing_by_a_combination_of_jobs_is_refused(tmp_path):
         assert again["state"] == "succeeded", again["error"]
 
 
+def test_the_audit_exchange_decides_where_the_local_history_cannot(tmp_path):
+    """dave took part in none of the earlier jobs, so only the histories its co-members
+    report over ``AuditHistory`` let its node see that (a+b+c+m) - (a+c+d+m) + b = d
+    (bob colluding) determines dave's own input, and that the union over {a, c, d, m}
+    against the earlier one over {a, b, c, m} singles out bob's items. Without the
+    exchange dave's node would accept both."""
+    with GrpcTestbed(
+        PARTIES, tmp_path / "bed", timeout=20, inputs=_inputs(), log_level="INFO"
+    ) as bed2:
+        for job in ("secure-sum", "set-union"):
+            one = bed2.run_job(
+                job, initiator="mallory", parties=["alice", "bob", "carol", "mallory"]
+            )
+            assert one["state"] == "succeeded", one["error"]
+            two = bed2.run_job(
+                job, initiator="mallory", parties=["alice", "carol", "dave", "mallory"]
+            )
+            assert two["state"] == "refused", two
+            assert two["decisions"]["dave"]["rule"] == "audit", two["decisions"]
+            assert two["parties"]["dave"]["state"] in ("refused", "cancelled")
+
+
 def test_consent_pending_approve_reject_and_expiry(tmp_path):
     from ppdm.cli.main import main
     from ppdm.service.client import decide_job, pending_jobs, run_job

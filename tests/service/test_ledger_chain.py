@@ -45,8 +45,11 @@ def test_append_read_and_restart(tmp_path):
         assert led.load_job("j1")["result"]["sum"] == 2**70
         assert led.load_state("audit") == {"answered": {"k": [1, 2]}}
         assert led.jobs(states=["succeeded"])[0]["job_id"] == "j1"
+        state_entry = led.entries(since=2)[0]
+        assert state_entry.kind == "state" and state_entry.prev_hash == b.hash
+        assert state_entry.record["key"] == "audit" and len(state_entry.record["sha256"]) == 64
         c = led.append("node", {"event": "start"})
-        assert c.seq == 3 and c.prev_hash == b.hash
+        assert c.seq == 4 and c.prev_hash == state_entry.hash
         assert led.verify().ok
     assert (path.stat().st_mode & 0o777) == 0o600
 

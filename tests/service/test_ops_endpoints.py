@@ -44,13 +44,12 @@ def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 @pytest.fixture
 def bed(tmp_path):
-    bed = LoopbackConsortium(("alice", "bob", "carol"), tmp_path)
+    # The inputs go into the settings files, which a node re-reads for every job.
+    inputs = {p: {"secure_sum": v} for p, v in INPUTS.items()}
+    bed = LoopbackConsortium(("alice", "bob", "carol"), tmp_path, inputs=inputs)
     ports = free_ports(3)
     for (name, node), port in zip(bed.nodes.items(), ports, strict=True):
         settings = replace(node.settings, http_listen=f"127.0.0.1:{port}")
-        raw = dict(settings.raw)
-        raw["inputs"] = {"secure_sum": INPUTS[name]}
-        settings = replace(settings, raw=raw)
         bed.settings[name] = settings
         bed.nodes[name] = PartyNode(settings)
     with bed:
@@ -78,10 +77,12 @@ def test_http_probes_and_metrics_follow_the_jobs(bed):
     assert _get(port, "/readyz") == (200, "ready\n")
     assert _get(port, "/nope")[0] == 404
 
-    doc = run_job(bed.settings["alice"], "secure-sum", {}, timeout=10, deadline=60)
+    doc = run_job(bed.settings["alice"], "secure-sum", {}, timeout=120, deadline=600)
     assert doc["state"] == "succeeded", doc
+    # positive control: the job computed on the inputs whose absence is checked below
+    assert doc["parties"]["alice"]["result"]["sum"] == sum(INPUTS.values())
     refused = run_job(  # min_parties: refused at every node
-        bed.settings["alice"], "secure-sum", {}, parties=["alice", "bob"], deadline=30
+        bed.settings["alice"], "secure-sum", {}, parties=["alice", "bob"], deadline=600
     )
     assert refused["state"] != "succeeded", refused
 

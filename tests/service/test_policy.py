@@ -185,15 +185,18 @@ def test_disclosure_parameters_are_refused_unless_allowed(tmp_path, job, params,
 def test_explicit_centres_only_refused_on_own_columns(tmp_path):
     (tmp_path / "r.csv").write_text("record_id,age\n1,30\n")
     c = PartyContext(name="bob", settings={"data": {"records": "r.csv"}}, base_dir=tmp_path)
-    p = policy()
-    own = decide(p, "kmeans", {"mode": "vertical", "k": 1, "init": {"age": [1.0]}}, c=c)
+    # Vertical k-means publishes every record's label: the owner opts in to that first.
+    p = policy("[defaults]\nallow_records = true\n")
+    job = {"mode": "vertical", "k": 1, "min_cluster_size": 10}
+    own = decide(p, "kmeans", {**job, "init": {"age": [1.0]}}, c=c)
     assert (own.outcome, own.rule) == ("refuse", "params.init")
-    other = decide(p, "kmeans", {"mode": "vertical", "k": 1, "init": {"income": [1.0]}}, c=c)
+    other = decide(p, "kmeans", {**job, "init": {"income": [1.0]}}, c=c)
     assert other.outcome == "accept"
-    allowed = policy("[data.records]\nexplicit_centres = true\n")
-    assert (
-        decide(allowed, "kmeans", {"mode": "vertical", "k": 1, "init": {"age": [1.0]}}, c=c).outcome
-        == "accept"
+    allowed = policy("[defaults]\nallow_records = true\n[data.records]\nexplicit_centres = true\n")
+    assert decide(allowed, "kmeans", {**job, "init": {"age": [1.0]}}, c=c).outcome == "accept"
+    # Without the opt-in, the per-record labels are refused by the statement rule.
+    assert decide(policy(), "kmeans", {**job, "init": {"income": [1.0]}}, c=c).rule == (
+        "allow_records"
     )
 
 
@@ -249,10 +252,14 @@ def test_data_rules_columns_min_sizes(tmp_path):
         base_dir=tmp_path,
     )
     p = policy(
+        "[defaults]\nmin_aggregate = 5\n"
         '[data.records]\njobs = ["kmeans"]\ncolumns = ["age"]\nmin_cluster_size = 5\n'
         "[data.transactions]\nmin_support = 0.05\nmin_parties = 4\n"
     )
-    assert decide(p, "kmeans", {"columns": ["age"]}, c=c).rule == "data.records.min_cluster_size"
+    assert (
+        decide(p, "kmeans", {"columns": ["age"], "min_cluster_size": 4}, c=c).rule
+        == "data.records.min_cluster_size"
+    )
     assert decide(p, "kmeans", {"columns": ["age"], "min_cluster_size": 5}, c=c).outcome == "accept"
     assert (
         decide(p, "kmeans", {"columns": ["age", "income"], "min_cluster_size": 5}, c=c).rule
@@ -271,8 +278,11 @@ def test_vertical_column_control_covers_the_columns_a_party_holds(tmp_path):
     holds but does not allow is refused."""
     (tmp_path / "r.csv").write_text("record_id,age,income,diagnosis\n1,30,10,3\n")
     c = PartyContext(name="bob", settings={"data": {"records": "r.csv"}}, base_dir=tmp_path)
-    p = policy('[data.records]\njobs = ["kmeans"]\ncolumns = ["age", "income"]\n')
-    vertical = {"mode": "vertical", "min_cluster_size": 5}
+    p = policy(
+        '[defaults]\nallow_records = true\n[data.records]\njobs = ["kmeans"]\n'
+        'columns = ["age", "income", "record_id"]\n'
+    )
+    vertical = {"mode": "vertical", "min_cluster_size": 10}
     others = ["age", "income", "blood_pressure", "claims"]  # the last two: other parties'
     assert decide(p, "kmeans", {**vertical, "columns": others}, c=c).outcome == "accept"
     held_not_allowed = [*others, "diagnosis"]
@@ -282,6 +292,13 @@ def test_vertical_column_control_covers_the_columns_a_party_holds(tmp_path):
     )
     # horizontally every party reads every column the job names
     assert decide(p, "kmeans", {"columns": others}, c=c).rule == "data.records.columns"
+    # the id column orders and aligns vertical records: it is a column the job reads
+    no_id = policy(
+        '[defaults]\nallow_records = true\n[data.records]\ncolumns = ["age", "income"]\n'
+    )
+    assert decide(no_id, "kmeans", {**vertical, "columns": others}, c=c).rule == (
+        "data.records.columns"
+    )
 
 
 def test_every_registered_job_has_a_profile():
@@ -321,9 +338,119 @@ def test_evaluation_never_depends_on_the_value(tmp_path_factory, parties, value)
 
 def test_results_as_shares_only(tmp_path):
     c = ctx(tmp_path, dot_product=[1, 0, 1], secure_sum=3)
-    p = policy('[defaults]\nresults = "shares"\nmin_parties = 2\n')
+    p = policy('[defaults]\nresults = "shares"\nmin_parties = 2\nexact_partners = ["alice"]\n')
     assert decide(p, "secure-sum", c=c).rule == "results"
     d = decide(p, "paillier-dot-product", {"output": "holder"}, ("alice", "bob"), c=c)
     assert d.rule == "results"
     d = decide(p, "paillier-dot-product", {"output": "shares"}, ("alice", "bob"), c=c)
     assert d.outcome == "accept"
+
+
+def _sample_context(tmp_path: Path) -> PartyContext:
+    (tmp_path / "r.csv").write_text("record_id,age\n1,30\n")
+    (tmp_path / "t.dat").write_text("1 2\n")
+    return PartyContext(
+        name="bob",
+        settings={
+            "inputs": {
+                "secure_sum": 3,
+                "set_union": ["x"],
+                "intersection": [1],
+                "dot_product": [1, 0],
+                "ids": ["a"],
+            },
+            "data": {"records": "r.csv", "transactions": "t.dat"},
+        },
+        base_dir=tmp_path,
+    )
+
+
+def test_every_registered_job_states_a_complete_disclosure(tmp_path):
+    """A job without a complete disclosure statement cannot run: walk the registry with
+    the job's defaults and its main variants."""
+    from ppdm.jobs.registry import get_job, job_names
+    from ppdm.service.profiles import incomplete_statement, unprofiled_jobs
+
+    assert [j for j in unprofiled_jobs() if not j.startswith("test-")] == []
+    c = _sample_context(tmp_path)
+    variants = {
+        "assoc": [{}, {"mode": "vertical"}, {"mode": "vertical", "protect": "exact"}],
+        "kmeans": [{}, {"mode": "vertical"}, {"init": "first-k"}, {"align": True}],
+        "psi-align": [{}, {"inputs": "ids"}],
+    }
+    for name in job_names():
+        if name.startswith("test-"):
+            continue
+        for extra in variants.get(name, [{}]):
+            params = get_job(name).params(extra)
+            d = get_profile(name).disclosure(params, ["alice", "bob", "carol"], "bob", c)
+            assert incomplete_statement(d) is None, (name, extra, incomplete_statement(d))
+            if d.private:
+                assert d.outputs, name
+                assert d.describe()
+
+
+def test_default_policy_refuses_by_the_statement_not_the_name(tmp_path):
+    c = _sample_context(tmp_path)
+    p = policy()
+    # raw records as starting centres
+    assert decide(p, "kmeans", {"init": "first-k"}, c=c).rule == "allow_records"
+    assert decide(p, "kmeans", {"init": "kmeans++"}, c=c).rule == "allow_records"
+    # an aggregate over fewer records than the owner's minimum
+    assert decide(p, "kmeans", {"min_cluster_size": 1}, c=c).rule == "min_aggregate"
+    assert decide(p, "kmeans", {"min_party_records": 1}, c=c).rule == "min_party_records"
+    assert decide(p, "assoc", {"min_aggregate": 2}, c=c).rule == "min_aggregate"
+    # the threshold must hold without as many parties as the owner assumes collude
+    assert decide(p, "assoc", {"colluders": 0}, c=c).rule == "min_party_records"
+    two = policy("[defaults]\ncolluders = 2\n")
+    four = ("alice", "bob", "carol", "dave")
+    assert decide(two, "assoc", {}, four, c=c).rule == "min_party_records"
+    assert decide(two, "assoc", {"colluders": 2}, four, c=c).outcome == "accept"
+    # exact linear queries a stranger chooses; noisy ones within the per-job budget
+    assert decide(p, "assoc", {"mode": "vertical", "protect": "exact"}, c=c).rule == (
+        "exact_partners"
+    )
+    partners = policy('[defaults]\nexact_partners = ["alice", "carol"]\n')
+    assert decide(partners, "assoc", {"mode": "vertical", "protect": "exact"}, c=c).outcome == (
+        "accept"
+    )
+    assert decide(p, "assoc", {"mode": "vertical", "epsilon": 5.0}, c=c).rule == "max_epsilon"
+    assert decide(p, "intersection-cardinality", c=c).rule == "exact_partners"
+    # membership answers: the other party's set bounded, the output at least min_aggregate
+    assert decide(p, "psi-align", {"max_set_ratio": 50.0}, c=c).rule == "max_set_ratio"
+    assert decide(p, "psi-align", {"min_set_size": 1}, c=c).rule == "min_aggregate"
+    assert decide(policy("[defaults]\nreveal_size = false\n"), "psi-align", c=c).rule == (
+        "reveal_size"
+    )
+    # every column a job touches: the id column of an alignment is read
+    cols = policy('[data.records]\ncolumns = ["age"]\n')
+    assert decide(cols, "psi-align", c=c).rule == "data.records.columns"
+    assert decide(cols, "kmeans", {"columns": ["age"], "align": True}, c=c).rule == (
+        "data.records.columns"
+    )
+    with_id = policy('[data.records]\ncolumns = ["age", "record_id"]\n')
+    assert decide(with_id, "psi-align", c=c).outcome == "accept"
+    # honest jobs of every kind run under the default policy
+    for job, params in (
+        ("assoc", {}),
+        ("assoc", {"mode": "vertical"}),
+        ("kmeans", {}),
+        ("psi-align", {}),
+        ("set-union", {}),
+        ("secure-sum", {}),
+    ):
+        d = decide(p, job, params, c=c)
+        assert d.outcome == "accept", (job, params, d)
+
+
+def test_data_set_rules_override_the_statement_bounds(tmp_path):
+    c = _sample_context(tmp_path)
+    p = policy("[data.transactions]\nmin_aggregate = 50\nepsilon_budget = 0.5\n")
+    assert decide(p, "assoc", {"min_aggregate": 20}, c=c).rule == "min_aggregate"
+    assert decide(p, "assoc", {"min_aggregate": 50}, c=c).outcome == "accept"
+    d = decide(p, "assoc", {"mode": "vertical", "min_aggregate": 50}, c=c)
+    assert d.limits["epsilon_budget"] == 0.5
+    with pytest.raises(ConfigError):
+        policy("[defaults]\nmax_set_ratio = 0.5\n")
+    with pytest.raises(ConfigError):
+        policy('[defaults]\nexact_partners = "bob"\n')

@@ -45,9 +45,9 @@ def test_a_private_password_file_is_read(tmp_path, mode):
     assert resolve_password(spec) == SECRET
 
 
-def test_a_password_file_of_another_user_is_refused(tmp_path):
+def test_a_password_file_of_another_user_is_refused(tmp_path, tier_unavailable):
     if os.geteuid() != 0:
-        pytest.skip("needs root to give the file to another user")
+        tier_unavailable("root", "needs root to give the file to another user")
     secret = tmp_path / "pw"
     secret.write_text(SECRET)
     os.chmod(secret, 0o600)

@@ -1,8 +1,9 @@
 """Party data in a real PostgreSQL server (issue 17), read by real nodes over gRPC.
 
 The fixture starts its own PostgreSQL (Debian's ``initdb``/``pg_ctl``; when they are
-missing and the tests run as root it installs the ``postgresql`` package with apt-get;
-the tier is skipped, with the reason printed, only where that is impossible) as a
+missing and the tests run as root it installs the ``postgresql`` package with apt-get, as
+``.ci/run`` does first; where that is impossible the tier is skipped with the reason
+printed and listed at the end of the run, and under ``CI=true`` it fails) as a
 non-root user in a private temporary folder, on a unix socket and 127.0.0.1 with a free
 port, password authentication over TCP. It loads alice's transactions and bob's records
 and creates a read-only role. An ``assoc`` job and a ``kmeans`` job between three real
@@ -19,9 +20,10 @@ import os
 import pwd
 import shutil
 import subprocess
-import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 import pandas as pd
@@ -37,6 +39,7 @@ READER_PASSWORD = "Rd-0nly-pw-4f1c9e"
 WRONG_PASSWORD = "Wr0ng-pw-77aa31"
 SUPPORT = 0.4
 K = 3
+TIER = "PostgreSQL"
 
 
 def _pg_bin() -> Path | None:
@@ -49,42 +52,42 @@ def _pg_bin() -> Path | None:
     return Path(found[-1]).parent if found else None
 
 
-def _ensure_postgres() -> Path:
+def _ensure_postgres(unavailable: Callable[[str, str], NoReturn]) -> Path:
     """The folder of ``initdb``/``pg_ctl``, installing Debian's package if needed."""
     found = _pg_bin()
     if found is not None:
         return found
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        reason = "PostgreSQL is not installed and cannot be (not root, or no apt-get)"
-        print(reason, file=sys.stderr)
-        pytest.skip(reason)
+        unavailable(TIER, "PostgreSQL is not installed and cannot be (not root, or no apt-get)")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", "postgresql"]):
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+        except subprocess.TimeoutExpired:
+            unavailable(TIER, f"cannot install PostgreSQL ({' '.join(cmd)} timed out)")
         if done.returncode != 0:
-            reason = f"cannot install PostgreSQL ({' '.join(cmd)}): {done.stderr.strip()[-300:]}"
-            print(reason, file=sys.stderr)
-            pytest.skip(reason)
+            detail = done.stderr.strip()[-300:]
+            unavailable(TIER, f"cannot install PostgreSQL ({' '.join(cmd)}): {detail}")
     found = _pg_bin()
     if found is None:
-        pytest.skip("PostgreSQL installed but initdb/pg_ctl not found")
+        unavailable(TIER, "PostgreSQL installed but initdb/pg_ctl not found")
     return found
 
 
 @pytest.fixture(scope="module")
-def postgres():
+def postgres(tier_unavailable: Callable[[str, str], NoReturn]):
     """A running PostgreSQL: yields ``(port, admin_connect_kwargs)``."""
     import psycopg
 
     from ppdm.service.testbed import free_ports
 
-    bindir = _ensure_postgres()
+    bindir = _ensure_postgres(tier_unavailable)
     user = None
     if os.geteuid() == 0:  # the server refuses to run as root
         try:
             user = pwd.getpwnam("postgres")
         except KeyError:
-            pytest.skip("running as root and there is no 'postgres' user to run the server")
+            tier_unavailable(TIER, "running as root and there is no 'postgres' user")
     root = Path(tempfile.mkdtemp(prefix="ppdm-pg-"))
     data, sock = root / "data", root / "sock"
     sock.mkdir()

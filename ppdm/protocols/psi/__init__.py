@@ -13,44 +13,76 @@ Two methods:
   :mod:`ppdm.protocols.commutative` (:mod:`ppdm.protocols.psi.ec`), two orders of
   magnitude slower, kept as an option.
 
-n-party alignment (the leader is the first party of ``parties``)
------------------------------------------------------------------
-The leader ``P_0`` runs the two-party PSI as receiver with each other party ``P_j`` in
-turn, as sender, on its *running* intersection ``I_{j-1} = S_0 cap S_1 cap ... cap
-S_{j-1}`` (``I_0 = S_0``), padded with random dummy items back to ``|S_0|`` items; then
-it sends the final intersection ``I = I_{n-1}`` to every party, which checks that every id
-it gets is one of its own (:class:`~ppdm.errors.ProtocolError` otherwise).
+n-party alignment
+-----------------
+1. *Opening* (:mod:`ppdm.protocols.psi.opening`), before any PSI message: every party
+   announces its set size to the others and commits to a random coin; each party refuses
+   to go on if any set is below ``min_set_size`` (default 10, the policy's minimum
+   aggregation; :class:`~ppdm.errors.AggregationTooSmall`) or if another party's set is
+   more than ``max_set_ratio`` (default 2) times its own (:class:`~ppdm.errors.ProtocolError`
+   naming that party); then the coins are revealed and checked against the commitments,
+   and their hash chooses the leader ``L``, uniformly if any one party is honest. No
+   roster order, initiator or single party decides who leads.
+2. *PSI.* ``L`` runs the two-party PSI as receiver with each other party ``P_j`` in turn
+   (group order), as sender, on its *running* intersection ``I_{j-1} = S_L cap ... ``
+   (``I_0 = S_L``), padded with random dummy items back to ``|S_L|`` items. The two-party
+   runs check that each side's hello announces the size it announced in the opening, and
+   the receiver accepts exactly that many tags (or encrypted items) from the sender.
+3. *Result.* If the final intersection ``I`` holds fewer than ``min_set_size`` ids, ``L``
+   sends only "below the minimum" and every party raises
+   :class:`~ppdm.errors.AggregationTooSmall` (no party outputs any id); otherwise ``L``
+   sends ``I`` to every party, which checks that it holds at least ``min_set_size`` ids,
+   all of them its own (:class:`~ppdm.errors.ProtocolError` otherwise).
 
 What each party learns (semi-honest, no collusion):
 
-- every party: the intersection ``I`` of all sets (ids and size) and ``|S_0|``;
-- the leader ``P_0``: also every prefix intersection ``S_0 cap ... cap S_j`` (for two
-  parties that is just ``I``; for three or more it is *more* than ``I``: for example
-  ``S_0 cap S_1``, whatever ``P_2`` holds) and every ``|S_j|``;
-- ``P_j`` (``j >= 1``): nothing else — the leader's padding hides how many of its ids
+- every party: every party's set size (announced in the opening), who leads, and the
+  intersection ``I`` of all sets (ids and size) if it has at least ``min_set_size`` ids,
+  else only that it is below the minimum;
+- the leader ``L``: also every prefix intersection ``S_L cap S_1 cap ... cap S_j`` (for
+  two parties that is just ``I``; for three or more it is *more* than ``I``), and ``I``
+  itself even when it is below the minimum (it computes it);
+- the other parties: nothing else — the leader's padding hides how many of its ids
   survived the earlier parties.
 
-Choose as leader the party entitled to see most (or the one with the smallest set).
-Cost: ``n - 1`` two-party runs, sequential, plus ``n - 1`` result messages.
+What a party that chooses its own ids can learn about another's: at most whether each of
+its own ids is in the other's set, so the ratio bound caps the candidates it can test
+against a party ``P`` at ``max_set_ratio |S_P|`` (and the minimum output at 0 unless the
+common ids reach ``min_set_size``). A leader that lies about its set in the KKRT path can
+fill the empty bins of its cuckoo table with codewords of further ids (the sender cannot
+tell: ``u`` is pseudorandom): up to ``cuckoo_bins(|S_L|)`` candidates, about ``1.5
+|S_L|`` (more for small sets), so ``1.5 max_set_ratio |S_P|`` at most. A sender cannot
+send more tags than it announced.
+
+Cost: the opening (two rounds, ``2 n (n - 1)`` short messages), ``n - 1`` two-party runs,
+sequential, plus ``n - 1`` result messages.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ppdm.errors import ProtocolError
+from ppdm.errors import AggregationTooSmall, ProtocolError
 from ppdm.parties.codec import ByteStrings
 from ppdm.parties.network import Network
 from ppdm.protocols.psi.cuckoo import CuckooFailure, cuckoo_bins
 from ppdm.protocols.psi.ec import ec_receive, ec_send
 from ppdm.protocols.psi.ids import IdSet, dummy_blocks
 from ppdm.protocols.psi.kkrt import MAX_ITEMS, kkrt_receive, kkrt_send
+from ppdm.protocols.psi.opening import (
+    DEFAULT_MAX_SET_RATIO,
+    DEFAULT_MIN_SET_SIZE,
+    check_options,
+    negotiate,
+)
 
 __all__ = [
+    "DEFAULT_MAX_SET_RATIO",
+    "DEFAULT_MIN_SET_SIZE",
     "METHODS",
     "Alignment",
     "CuckooFailure",
@@ -62,28 +94,35 @@ __all__ = [
 
 METHODS = ("oprf", "ec")
 STEP_RESULT = "psi/result"
+REASON_BELOW = "the intersection is below the minimum set size"
+#: The leader's whole message when the intersection is below the minimum.
+BELOW_MINIMUM = {"below_minimum": True}
 
 
 @dataclass(frozen=True)
 class Alignment:
-    """A party's view of an alignment: the common ``ids`` (in the common order) and
-    ``rows``, the position of each of them in the party's own id list."""
+    """A party's view of an alignment: the common ``ids`` (in the common order),
+    ``rows``, the position of each of them in the party's own id list, and the
+    ``leader`` the coin toss chose."""
 
     ids: list[Any]
     rows: np.ndarray
+    leader: str
 
 
-def _receive(net: Network, peer: str, blocks: np.ndarray, method: str) -> np.ndarray:
+def _receive(
+    net: Network, peer: str, blocks: np.ndarray, method: str, peer_size: int
+) -> np.ndarray:
     if method == "oprf":
-        return kkrt_receive(net, peer, blocks)
-    return ec_receive(net, peer, [bytes(b[:15]) for b in blocks])
+        return kkrt_receive(net, peer, blocks, peer_size=peer_size)
+    return ec_receive(net, peer, [bytes(b[:15]) for b in blocks], peer_size=peer_size)
 
 
-def _send(net: Network, peer: str, blocks: np.ndarray, method: str) -> None:
+def _send(net: Network, peer: str, blocks: np.ndarray, method: str, peer_size: int) -> None:
     if method == "oprf":
-        kkrt_send(net, peer, blocks)
+        kkrt_send(net, peer, blocks, peer_size=peer_size)
     else:
-        ec_send(net, peer, [bytes(b[:15]) for b in blocks])
+        ec_send(net, peer, [bytes(b[:15]) for b in blocks], peer_size=peer_size)
 
 
 def _encode_result(ids: IdSet, values: list[Any]) -> dict[str, Any]:
@@ -96,8 +135,12 @@ def _encode_result(ids: IdSet, values: list[Any]) -> dict[str, Any]:
     return {"kind": ids.kind, "ids": payload}
 
 
-def _decode_result(value: Any, own: IdSet, leader: str) -> list[Any]:
+def _decode_result(value: Any, own: IdSet, leader: str, min_set_size: int) -> list[Any]:
     step = STEP_RESULT
+    if isinstance(value, dict) and set(value) == set(BELOW_MINIMUM):
+        if value["below_minimum"] is not True:
+            raise ProtocolError(leader, step, "expected the ids or below the minimum")
+        raise AggregationTooSmall(REASON_BELOW)
     if not isinstance(value, dict) or set(value) != {"kind", "ids"}:
         raise ProtocolError(leader, step, "expected the kind and the ids of the intersection")
     kind, raw = value["kind"], value["ids"]
@@ -126,6 +169,8 @@ def _decode_result(value: Any, own: IdSet, leader: str) -> list[Any]:
     mine = set(own.values)
     if not all(v in mine for v in got):
         raise ProtocolError(leader, step, "the intersection holds an id this party lacks")
+    if len(got) < min_set_size:
+        raise ProtocolError(leader, step, "the intersection is below the minimum but was sent")
     return sorted(got)
 
 
@@ -135,20 +180,31 @@ def private_intersection(
     *,
     method: str = "oprf",
     parties: Sequence[str] | None = None,
+    max_set_ratio: float = DEFAULT_MAX_SET_RATIO,
+    min_set_size: int = DEFAULT_MIN_SET_SIZE,
 ) -> list[Any]:
     """The intersection of all parties' ids, sorted (the common order).
 
     ``ids``: this party's distinct ints, strings or byte strings. ``parties`` restricts
-    the protocol to some parties (default: all; the first is the leader); only they call
-    it. See the module docstring for what each party learns.
+    the protocol to some parties (default: all); only they call it. See :func:`align`
+    for the bounds and the module docstring for what each party learns.
 
     Examples
     --------
+    >>> from functools import partial
     >>> from ppdm.parties.local import run_local
-    >>> run_local(private_intersection, {"a": [5, 1, 3, 9], "b": [3, 4, 5], "c": [5, 3, 7]})
-    {'a': [3, 5], 'b': [3, 5], 'c': [3, 5]}
+    >>> sets = {"a": range(0, 30), "b": range(10, 40), "c": range(5, 35)}
+    >>> run_local(partial(private_intersection, min_set_size=5), sets)["b"]
+    [10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29]
     """
-    return align(net, ids, method=method, parties=parties).ids
+    return align(
+        net,
+        ids,
+        method=method,
+        parties=parties,
+        max_set_ratio=max_set_ratio,
+        min_set_size=min_set_size,
+    ).ids
 
 
 def align(
@@ -157,39 +213,78 @@ def align(
     *,
     method: str = "oprf",
     parties: Sequence[str] | None = None,
+    max_set_ratio: float = DEFAULT_MAX_SET_RATIO,
+    min_set_size: int = DEFAULT_MIN_SET_SIZE,
 ) -> Alignment:
     """Private record alignment: the common ids (sorted) and this party's row of each.
 
+    Before any PSI message, every party refuses sets below ``min_set_size`` ids and any
+    other party's set larger than ``max_set_ratio`` times its own (``math.inf``
+    disables the ratio check, ``0`` the minimum); the leader is chosen by a coin toss
+    among all parties. An intersection below ``min_set_size`` ids is output by no party:
+    :class:`~ppdm.errors.AggregationTooSmall` everywhere. See the module docstring.
+
     Examples
     --------
+    >>> from functools import partial
     >>> from ppdm.parties.local import run_local
-    >>> out = run_local(align, {"a": ["p7", "p2", "p5"], "b": ["p5", "p9", "p7"]})
-    >>> out["a"].ids, out["a"].rows.tolist(), out["b"].rows.tolist()
-    (['p5', 'p7'], [2, 0], [0, 2])
+    >>> a = [f"p{i}" for i in range(12)]
+    >>> b = [f"p{i}" for i in range(20, 1, -1)]
+    >>> out = run_local(partial(align, min_set_size=5), {"a": a, "b": b})
+    >>> out["a"].ids[:3], out["a"].rows[:3].tolist(), out["b"].rows[:3].tolist()
+    (['p10', 'p11', 'p2'], [10, 11, 2], [10, 9, 18])
+    >>> out["a"].leader == out["b"].leader in ("a", "b")
+    True
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}")
+    check_options(max_set_ratio, min_set_size)
     group = tuple(parties) if parties is not None else net.parties
     if net.me not in group or len(set(group)) != len(group):
         raise ValueError(f"party {net.me!r} must be one of distinct parties {list(group)}")
     own = IdSet.of(ids)
     if len(own) > MAX_ITEMS:
         raise ValueError(f"at most {MAX_ITEMS} ids per party")
-    leader = group[0]
     if len(group) == 1:
+        if len(own) < min_set_size:
+            raise AggregationTooSmall(REASON_BELOW)
         common = sorted(own.values)
-    elif net.me == leader:
-        blocks = own.blocks()
-        current = np.arange(len(own), dtype=np.int64)
-        for peer in group[1:]:
-            padded = np.concatenate([blocks[current], dummy_blocks(len(own) - len(current))])
-            found = _receive(net, peer, padded, method)
-            current = current[found[: len(current)]]
-        common = sorted(own.values[i] for i in current.tolist())
-        net.broadcast(STEP_RESULT, _encode_result(own, common), to=group[1:])
+        leader = net.me
     else:
-        _send(net, leader, own.blocks(), method)
-        common = _decode_result(net.receive(leader, STEP_RESULT, expect=dict), own, leader)
+        opened = negotiate(
+            net, group, len(own), max_set_ratio=max_set_ratio, min_set_size=min_set_size
+        )
+        leader = opened.leader
+        if net.me == leader:
+            common = _lead(net, own, group, opened.sizes, method, min_set_size)
+        else:
+            _send(net, leader, own.blocks(), method, opened.sizes[leader])
+            value = net.receive(leader, STEP_RESULT, expect=dict)
+            common = _decode_result(value, own, leader, min_set_size)
     position = {v: i for i, v in enumerate(own.values)}
     rows = np.fromiter((position[v] for v in common), dtype=np.int64, count=len(common))
-    return Alignment(ids=common, rows=rows)
+    return Alignment(ids=common, rows=rows, leader=leader)
+
+
+def _lead(
+    net: Network,
+    own: IdSet,
+    group: Sequence[str],
+    sizes: Mapping[str, int],
+    method: str,
+    min_set_size: int,
+) -> list[Any]:
+    """The leader's part: PSI with every other party on the running intersection."""
+    others = [p for p in group if p != net.me]
+    blocks = own.blocks()
+    current = np.arange(len(own), dtype=np.int64)
+    for peer in others:
+        padded = np.concatenate([blocks[current], dummy_blocks(len(own) - len(current))])
+        found = _receive(net, peer, padded, method, sizes[peer])
+        current = current[found[: len(current)]]
+    if len(current) < min_set_size:
+        net.broadcast(STEP_RESULT, BELOW_MINIMUM, to=others)
+        raise AggregationTooSmall(REASON_BELOW)
+    common = sorted(own.values[i] for i in current.tolist())
+    net.broadcast(STEP_RESULT, _encode_result(own, common), to=others)
+    return common

@@ -47,7 +47,14 @@ Security (semi-honest)
   <= 2^-40``. Cuckoo failure (``<= 2^-40``) stops the protocol with an error; it never
   drops an item.
 - Every message is checked (type, dtype, shape, sizes, sortedness):
-  :class:`~ppdm.errors.ProtocolError` naming the peer and step.
+  :class:`~ppdm.errors.ProtocolError` naming the peer and step (fixed reasons: no size
+  in them). With ``peer_size`` (the size the peer announced earlier, in the n-party
+  opening of :mod:`ppdm.protocols.psi.opening`) each hello must announce that size, so
+  the sender sends exactly ``3 peer_size`` tags and the receiver a ``u`` for
+  ``cuckoo_bins(peer_size)`` bins. The receiver's ``u`` is pseudorandom to the sender,
+  so a receiver lying about ``X`` can still fill its empty bins with codewords of more
+  items: at most ``cuckoo_bins(|X|)`` candidates (``1.5 |X|`` for large sets, at least
+  64 bins).
 
 Cost: 5 messages (hello, reply, three tag sets) + the IKNP setup (nonces, 128 base
 OTs, one ``u`` of 8 KiB) + one ``u`` message per 2^17 bins. Bytes: ``64 B`` (``R -> S``, about ``98 |X|``) plus
@@ -160,7 +167,7 @@ def _spans(bins: int) -> list[tuple[int, int]]:
     return [(o, min(CHUNK_BINS, bins - o)) for o in range(0, bins, CHUNK_BINS)]
 
 
-def _hello(value: Any, party: str, step: str) -> tuple[bytes, int]:
+def _hello(value: Any, party: str, step: str, *, announced: int | None) -> tuple[bytes, int]:
     if not isinstance(value, dict) or set(value) != {"nonce", "size"}:
         raise ProtocolError(party, step, "expected a nonce and a set size")
     nonce, size = value["nonce"], value["size"]
@@ -168,6 +175,8 @@ def _hello(value: Any, party: str, step: str) -> tuple[bytes, int]:
         raise ProtocolError(party, step, f"the nonce must be {NONCE_BYTES} bytes")
     if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= MAX_ITEMS:
         raise ProtocolError(party, step, f"the set size must be an int in [0, {MAX_ITEMS}]")
+    if announced is not None and size != announced:
+        raise ProtocolError(party, step, "the set size differs from the announced one")
     return nonce, size
 
 
@@ -175,16 +184,24 @@ def _keys64(tags: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(tags[:, :8]).view("<u8").ravel()
 
 
-def kkrt_receive(net: Network, sender: str, blocks: np.ndarray) -> np.ndarray:
+def kkrt_receive(
+    net: Network, sender: str, blocks: np.ndarray, *, peer_size: int | None = None
+) -> np.ndarray:
     """Run the receiver's side with ``sender`` on the ``(n, 16)`` item blocks (distinct);
-    returns the ``(n,)`` bool mask of the items the sender holds."""
+    returns the ``(n,)`` bool mask of the items the sender holds.
+
+    ``peer_size``: the set size ``sender`` announced before (the n-party opening); its
+    hello must announce the same, and it can send no more tags than that."""
     prefix = _prefix(net.me, sender)
     scoped = net.scoped(prefix)
     n = len(blocks)
     mine = os.urandom(NONCE_BYTES)
     scoped.send(sender, STEP_HELLO, {"nonce": mine, "size": n})
     theirs, n_sender = _hello(
-        scoped.receive(sender, STEP_HELLO_REPLY, expect=dict), sender, f"{prefix}/hello-reply"
+        scoped.receive(sender, STEP_HELLO_REPLY, expect=dict),
+        sender,
+        f"{prefix}/hello-reply",
+        announced=peer_size,
     )
     keys = _Keys(mine, theirs)
     bins = cuckoo_bins(n)
@@ -217,11 +234,8 @@ def kkrt_receive(net: Network, sender: str, blocks: np.ndarray) -> np.ndarray:
     for k in range(HASHES):
         tags = scoped.receive(sender, STEP_TAGS, expect=np.ndarray)
         if tags.dtype != np.uint8 or tags.shape != (n_sender, length):
-            raise ProtocolError(
-                sender,
-                step,
-                f"expected uint8 tags of shape {(n_sender, length)}, got {tags.dtype}{tags.shape}",
-            )
+            # A fixed reason: the shape would show the announced sizes.
+            raise ProtocolError(sender, step, "the tags are not uint8 rows of the announced count")
         sorted_keys = _keys64(tags)
         if n_sender > 1 and not bool(np.all(sorted_keys[1:] >= sorted_keys[:-1])):
             raise ProtocolError(sender, step, "the tags are not sorted")
@@ -242,13 +256,22 @@ def kkrt_receive(net: Network, sender: str, blocks: np.ndarray) -> np.ndarray:
     return found
 
 
-def kkrt_send(net: Network, receiver: str, blocks: np.ndarray) -> None:
-    """Run the sender's side with ``receiver`` on the ``(n, 16)`` item blocks."""
+def kkrt_send(
+    net: Network, receiver: str, blocks: np.ndarray, *, peer_size: int | None = None
+) -> None:
+    """Run the sender's side with ``receiver`` on the ``(n, 16)`` item blocks.
+
+    ``peer_size``: the set size ``receiver`` announced before; its hello must announce
+    the same (the cuckoo table, and so the ``u`` matrices it may send, are sized from
+    it)."""
     prefix = _prefix(receiver, net.me)
     scoped = net.scoped(prefix)
     n = len(blocks)
     theirs, n_receiver = _hello(
-        scoped.receive(receiver, STEP_HELLO, expect=dict), receiver, f"{prefix}/hello"
+        scoped.receive(receiver, STEP_HELLO, expect=dict),
+        receiver,
+        f"{prefix}/hello",
+        announced=peer_size,
     )
     mine = os.urandom(NONCE_BYTES)
     scoped.send(receiver, STEP_HELLO_REPLY, {"nonce": mine, "size": n})
@@ -274,11 +297,7 @@ def kkrt_send(net: Network, receiver: str, blocks: np.ndarray) -> None:
     for o, m in _spans(bins):
         u = scoped.receive(receiver, STEP_U, expect=np.ndarray)
         if u.dtype != np.uint8 or u.shape != (CODE_BITS, m // 8):
-            raise ProtocolError(
-                receiver,
-                step,
-                f"expected a uint8 matrix of shape {(CODE_BITS, m // 8)}, got {u.dtype}{u.shape}",
-            )
+            raise ProtocolError(receiver, step, "u is not a uint8 matrix of the announced shape")
         g = np.empty_like(u)
         for j in range(CODE_BITS):
             g[j] = streams[j].read(m // 8)

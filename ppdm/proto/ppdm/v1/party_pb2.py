@@ -26,53 +26,59 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from ppdm.proto.ppdm.v1 import envelope_pb2 as ppdm_dot_v1_dot_envelope__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13ppdm/v1/party.proto\x12\x07ppdm.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x16ppdm/v1/envelope.proto\"\xba\x01\n\nJobRequest\x12\x12\n\nconsortium\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x10\n\x08protocol\x18\x03 \x01(\t\x12\'\n\x06params\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x11\n\tinitiator\x18\x05 \x01(\t\x12\x0f\n\x07parties\x18\x06 \x03(\t\x12\x11\n\ttimeout_s\x18\x07 \x01(\x01\x12\x16\n\x0eroster_version\x18\x08 \x01(\x04\"\x18\n\x06JobRef\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x85\x01\n\x0bJobDecision\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\r\n\x05party\x18\x02 \x01(\t\x12#\n\x08\x64\x65\x63ision\x18\x03 \x01(\x0e\x32\x11.ppdm.v1.Decision\x12\x0c\n\x04rule\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x14\n\x0c\x65xpires_in_s\x18\x06 \x01(\x01\",\n\x0bJobAccepted\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\r\n\x05party\x18\x02 \x01(\t\"2\n\x10JobStatusRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06wait_s\x18\x02 \x01(\x01\"\x8e\x01\n\x0bStepMetrics\x12\x0c\n\x04step\x18\x01 \x01(\t\x12\x15\n\rmessages_sent\x18\x02 \x01(\x04\x12\x19\n\x11messages_received\x18\x03 \x01(\x04\x12\x12\n\nbytes_sent\x18\x04 \x01(\x04\x12\x16\n\x0e\x62ytes_received\x18\x05 \x01(\x04\x12\x13\n\x0bwall_time_s\x18\x06 \x01(\x01\"\xa4\x02\n\tJobStatus\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\r\n\x05party\x18\x02 \x01(\t\x12 \n\x05state\x18\x03 \x01(\x0e\x32\x11.ppdm.v1.JobState\x12\r\n\x05\x65rror\x18\x04 \x01(\t\x12\'\n\x06result\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12%\n\x07metrics\x18\x06 \x03(\x0b\x32\x14.ppdm.v1.StepMetrics\x12\x13\n\x0bwall_time_s\x18\x07 \x01(\x01\x12\x12\n\nerror_code\x18\x08 \x01(\t\x12\x13\n\x0b\x65rror_party\x18\t \x01(\t\x12\x12\n\nerror_step\x18\n \x01(\t\x12\x0c\n\x04rule\x18\x0b \x01(\t\x12\x17\n\x0fresult_withheld\x18\x0c \x01(\x08\"\x10\n\x0ePendingRequest\"\x9d\x01\n\nPendingJob\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x10\n\x08protocol\x18\x02 \x01(\t\x12\x11\n\tinitiator\x18\x03 \x01(\t\x12\x0f\n\x07parties\x18\x04 \x03(\t\x12\x13\n\x0bparams_json\x18\x05 \x01(\t\x12\x0f\n\x07leakage\x18\x06 \x01(\t\x12\x14\n\x0c\x65xpires_in_s\x18\x07 \x01(\x01\x12\r\n\x05\x61ge_s\x18\x08 \x01(\x01\"0\n\x0bPendingJobs\x12!\n\x04jobs\x18\x01 \x03(\x0b\x32\x13.ppdm.v1.PendingJob\"@\n\rOwnerDecision\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61pprove\x18\x02 \x01(\x08\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\x0f\n\rHealthRequest\"o\n\x0bHealthReply\x12\r\n\x05party\x18\x01 \x01(\t\x12\x12\n\nconsortium\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\x14\n\x0crunning_jobs\x18\x04 \x03(\t\x12\x16\n\x0eroster_version\x18\x05 \x01(\x04\"#\n\x0cRosterUpdate\x12\x13\n\x0broster_toml\x18\x01 \x01(\t\"O\n\x0bRosterReply\x12\r\n\x05party\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x04\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x03 \x01(\x08\x12\x0e\n\x06reason\x18\x04 \x01(\t\"(\n\x13\x41uditHistoryRequest\x12\x11\n\tinput_key\x18\x01 \x01(\t\"-\n\nAuditQuery\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07parties\x18\x02 \x03(\t\"9\n\x11\x41uditHistoryReply\x12$\n\x07queries\x18\x01 \x03(\x0b\x32\x13.ppdm.v1.AuditQuery*g\n\x08\x44\x65\x63ision\x12\x18\n\x14\x44\x45\x43ISION_UNSPECIFIED\x10\x00\x12\x15\n\x11\x44\x45\x43ISION_ACCEPTED\x10\x01\x12\x14\n\x10\x44\x45\x43ISION_PENDING\x10\x02\x12\x14\n\x10\x44\x45\x43ISION_REFUSED\x10\x03*\xe1\x01\n\x08JobState\x12\x19\n\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x15\n\x11JOB_STATE_RUNNING\x10\x01\x12\x17\n\x13JOB_STATE_SUCCEEDED\x10\x02\x12\x14\n\x10JOB_STATE_FAILED\x10\x03\x12\x15\n\x11JOB_STATE_UNKNOWN\x10\x04\x12\x16\n\x12JOB_STATE_ACCEPTED\x10\x05\x12\x15\n\x11JOB_STATE_PENDING\x10\x06\x12\x15\n\x11JOB_STATE_REFUSED\x10\x07\x12\x17\n\x13JOB_STATE_CANCELLED\x10\x08\x32\xd0\x04\n\x05Party\x12\x36\n\x08\x45xchange\x12\x0e.ppdm.v1.Frame\x1a\x18.ppdm.v1.ExchangeSummary(\x01\x12\x37\n\nProposeJob\x12\x13.ppdm.v1.JobRequest\x1a\x14.ppdm.v1.JobDecision\x12\x31\n\x08StartJob\x12\x0f.ppdm.v1.JobRef\x1a\x14.ppdm.v1.JobAccepted\x12\x30\n\tCancelJob\x12\x0f.ppdm.v1.JobRef\x1a\x12.ppdm.v1.JobStatus\x12=\n\x0cGetJobStatus\x12\x19.ppdm.v1.JobStatusRequest\x1a\x12.ppdm.v1.JobStatus\x12\x36\n\x06Health\x12\x16.ppdm.v1.HealthRequest\x1a\x14.ppdm.v1.HealthReply\x12<\n\x0bListPending\x12\x17.ppdm.v1.PendingRequest\x1a\x14.ppdm.v1.PendingJobs\x12\x37\n\tDecideJob\x12\x16.ppdm.v1.OwnerDecision\x1a\x12.ppdm.v1.JobStatus\x12H\n\x0c\x41uditHistory\x12\x1c.ppdm.v1.AuditHistoryRequest\x1a\x1a.ppdm.v1.AuditHistoryReply\x12\x39\n\nPushRoster\x12\x15.ppdm.v1.RosterUpdate\x1a\x14.ppdm.v1.RosterReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13ppdm/v1/party.proto\x12\x07ppdm.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x16ppdm/v1/envelope.proto\"\xe7\x01\n\nJobRequest\x12\x12\n\nconsortium\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x10\n\x08protocol\x18\x03 \x01(\t\x12\'\n\x06params\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x11\n\tinitiator\x18\x05 \x01(\t\x12\x0f\n\x07parties\x18\x06 \x03(\t\x12\x11\n\ttimeout_s\x18\x07 \x01(\x01\x12\x16\n\x0eroster_version\x18\x08 \x01(\x04\x12+\n\x0einitiator_head\x18\t \x01(\x0b\x32\x13.ppdm.v1.LedgerHead\"\x18\n\x06JobRef\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\xa8\x01\n\x0bJobDecision\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\r\n\x05party\x18\x02 \x01(\t\x12#\n\x08\x64\x65\x63ision\x18\x03 \x01(\x0e\x32\x11.ppdm.v1.Decision\x12\x0c\n\x04rule\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x14\n\x0c\x65xpires_in_s\x18\x06 \x01(\x01\x12!\n\x04head\x18\x07 \x01(\x0b\x32\x13.ppdm.v1.LedgerHead\",\n\x0bJobAccepted\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\r\n\x05party\x18\x02 \x01(\t\"2\n\x10JobStatusRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06wait_s\x18\x02 \x01(\x01\"\x8e\x01\n\x0bStepMetrics\x12\x0c\n\x04step\x18\x01 \x01(\t\x12\x15\n\rmessages_sent\x18\x02 \x01(\x04\x12\x19\n\x11messages_received\x18\x03 \x01(\x04\x12\x12\n\nbytes_sent\x18\x04 \x01(\x04\x12\x16\n\x0e\x62ytes_received\x18\x05 \x01(\x04\x12\x13\n\x0bwall_time_s\x18\x06 \x01(\x01\"\xa4\x02\n\tJobStatus\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\r\n\x05party\x18\x02 \x01(\t\x12 \n\x05state\x18\x03 \x01(\x0e\x32\x11.ppdm.v1.JobState\x12\r\n\x05\x65rror\x18\x04 \x01(\t\x12\'\n\x06result\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12%\n\x07metrics\x18\x06 \x03(\x0b\x32\x14.ppdm.v1.StepMetrics\x12\x13\n\x0bwall_time_s\x18\x07 \x01(\x01\x12\x12\n\nerror_code\x18\x08 \x01(\t\x12\x13\n\x0b\x65rror_party\x18\t \x01(\t\x12\x12\n\nerror_step\x18\n \x01(\t\x12\x0c\n\x04rule\x18\x0b \x01(\t\x12\x17\n\x0fresult_withheld\x18\x0c \x01(\x08\"\x10\n\x0ePendingRequest\"\x9d\x01\n\nPendingJob\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x10\n\x08protocol\x18\x02 \x01(\t\x12\x11\n\tinitiator\x18\x03 \x01(\t\x12\x0f\n\x07parties\x18\x04 \x03(\t\x12\x13\n\x0bparams_json\x18\x05 \x01(\t\x12\x0f\n\x07leakage\x18\x06 \x01(\t\x12\x14\n\x0c\x65xpires_in_s\x18\x07 \x01(\x01\x12\r\n\x05\x61ge_s\x18\x08 \x01(\x01\"0\n\x0bPendingJobs\x12!\n\x04jobs\x18\x01 \x03(\x0b\x32\x13.ppdm.v1.PendingJob\"@\n\rOwnerDecision\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61pprove\x18\x02 \x01(\x08\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\x0f\n\rHealthRequest\"o\n\x0bHealthReply\x12\r\n\x05party\x18\x01 \x01(\t\x12\x12\n\nconsortium\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\x14\n\x0crunning_jobs\x18\x04 \x03(\t\x12\x16\n\x0eroster_version\x18\x05 \x01(\x04\"#\n\x0cRosterUpdate\x12\x13\n\x0broster_toml\x18\x01 \x01(\t\"O\n\x0bRosterReply\x12\r\n\x05party\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x04\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x03 \x01(\x08\x12\x0e\n\x06reason\x18\x04 \x01(\t\"(\n\x13\x41uditHistoryRequest\x12\x11\n\tinput_key\x18\x01 \x01(\t\";\n\nAuditQuery\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07parties\x18\x02 \x03(\t\x12\x0c\n\x04kind\x18\x03 \x01(\t\"9\n\x11\x41uditHistoryReply\x12$\n\x07queries\x18\x01 \x03(\x0b\x32\x13.ppdm.v1.AuditQuery\"I\n\nLedgerHead\x12\r\n\x05party\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12\x0c\n\x04hash\x18\x03 \x01(\t\x12\x11\n\tsignature\x18\x04 \x01(\x0c\"\'\n\x12LedgerHeadsRequest\x12\x11\n\tafter_seq\x18\x01 \x01(\x04\"{\n\x10LedgerHeadsReply\x12\r\n\x05party\x18\x01 \x01(\t\x12\"\n\x05heads\x18\x02 \x03(\x0b\x32\x13.ppdm.v1.LedgerHead\x12\x0c\n\x04more\x18\x03 \x01(\x08\x12&\n\tconflicts\x18\x04 \x03(\x0b\x32\x13.ppdm.v1.LedgerHead*g\n\x08\x44\x65\x63ision\x12\x18\n\x14\x44\x45\x43ISION_UNSPECIFIED\x10\x00\x12\x15\n\x11\x44\x45\x43ISION_ACCEPTED\x10\x01\x12\x14\n\x10\x44\x45\x43ISION_PENDING\x10\x02\x12\x14\n\x10\x44\x45\x43ISION_REFUSED\x10\x03*\xe1\x01\n\x08JobState\x12\x19\n\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x15\n\x11JOB_STATE_RUNNING\x10\x01\x12\x17\n\x13JOB_STATE_SUCCEEDED\x10\x02\x12\x14\n\x10JOB_STATE_FAILED\x10\x03\x12\x15\n\x11JOB_STATE_UNKNOWN\x10\x04\x12\x16\n\x12JOB_STATE_ACCEPTED\x10\x05\x12\x15\n\x11JOB_STATE_PENDING\x10\x06\x12\x15\n\x11JOB_STATE_REFUSED\x10\x07\x12\x17\n\x13JOB_STATE_CANCELLED\x10\x08\x32\x97\x05\n\x05Party\x12\x36\n\x08\x45xchange\x12\x0e.ppdm.v1.Frame\x1a\x18.ppdm.v1.ExchangeSummary(\x01\x12\x37\n\nProposeJob\x12\x13.ppdm.v1.JobRequest\x1a\x14.ppdm.v1.JobDecision\x12\x31\n\x08StartJob\x12\x0f.ppdm.v1.JobRef\x1a\x14.ppdm.v1.JobAccepted\x12\x30\n\tCancelJob\x12\x0f.ppdm.v1.JobRef\x1a\x12.ppdm.v1.JobStatus\x12=\n\x0cGetJobStatus\x12\x19.ppdm.v1.JobStatusRequest\x1a\x12.ppdm.v1.JobStatus\x12\x36\n\x06Health\x12\x16.ppdm.v1.HealthRequest\x1a\x14.ppdm.v1.HealthReply\x12<\n\x0bListPending\x12\x17.ppdm.v1.PendingRequest\x1a\x14.ppdm.v1.PendingJobs\x12\x37\n\tDecideJob\x12\x16.ppdm.v1.OwnerDecision\x1a\x12.ppdm.v1.JobStatus\x12H\n\x0c\x41uditHistory\x12\x1c.ppdm.v1.AuditHistoryRequest\x1a\x1a.ppdm.v1.AuditHistoryReply\x12\x39\n\nPushRoster\x12\x15.ppdm.v1.RosterUpdate\x1a\x14.ppdm.v1.RosterReply\x12\x45\n\x0bLedgerHeads\x12\x1b.ppdm.v1.LedgerHeadsRequest\x1a\x19.ppdm.v1.LedgerHeadsReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ppdm.v1.party_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_DECISION']._serialized_start=1665
-  _globals['_DECISION']._serialized_end=1768
-  _globals['_JOBSTATE']._serialized_start=1771
-  _globals['_JOBSTATE']._serialized_end=1996
+  _globals['_DECISION']._serialized_start=2000
+  _globals['_DECISION']._serialized_end=2103
+  _globals['_JOBSTATE']._serialized_start=2106
+  _globals['_JOBSTATE']._serialized_end=2331
   _globals['_JOBREQUEST']._serialized_start=87
-  _globals['_JOBREQUEST']._serialized_end=273
-  _globals['_JOBREF']._serialized_start=275
-  _globals['_JOBREF']._serialized_end=299
-  _globals['_JOBDECISION']._serialized_start=302
-  _globals['_JOBDECISION']._serialized_end=435
-  _globals['_JOBACCEPTED']._serialized_start=437
-  _globals['_JOBACCEPTED']._serialized_end=481
-  _globals['_JOBSTATUSREQUEST']._serialized_start=483
-  _globals['_JOBSTATUSREQUEST']._serialized_end=533
-  _globals['_STEPMETRICS']._serialized_start=536
-  _globals['_STEPMETRICS']._serialized_end=678
-  _globals['_JOBSTATUS']._serialized_start=681
-  _globals['_JOBSTATUS']._serialized_end=973
-  _globals['_PENDINGREQUEST']._serialized_start=975
-  _globals['_PENDINGREQUEST']._serialized_end=991
-  _globals['_PENDINGJOB']._serialized_start=994
-  _globals['_PENDINGJOB']._serialized_end=1151
-  _globals['_PENDINGJOBS']._serialized_start=1153
-  _globals['_PENDINGJOBS']._serialized_end=1201
-  _globals['_OWNERDECISION']._serialized_start=1203
-  _globals['_OWNERDECISION']._serialized_end=1267
-  _globals['_HEALTHREQUEST']._serialized_start=1269
-  _globals['_HEALTHREQUEST']._serialized_end=1284
-  _globals['_HEALTHREPLY']._serialized_start=1286
-  _globals['_HEALTHREPLY']._serialized_end=1397
-  _globals['_ROSTERUPDATE']._serialized_start=1399
-  _globals['_ROSTERUPDATE']._serialized_end=1434
-  _globals['_ROSTERREPLY']._serialized_start=1436
-  _globals['_ROSTERREPLY']._serialized_end=1515
-  _globals['_AUDITHISTORYREQUEST']._serialized_start=1517
-  _globals['_AUDITHISTORYREQUEST']._serialized_end=1557
-  _globals['_AUDITQUERY']._serialized_start=1559
-  _globals['_AUDITQUERY']._serialized_end=1604
-  _globals['_AUDITHISTORYREPLY']._serialized_start=1606
-  _globals['_AUDITHISTORYREPLY']._serialized_end=1663
-  _globals['_PARTY']._serialized_start=1999
-  _globals['_PARTY']._serialized_end=2591
+  _globals['_JOBREQUEST']._serialized_end=318
+  _globals['_JOBREF']._serialized_start=320
+  _globals['_JOBREF']._serialized_end=344
+  _globals['_JOBDECISION']._serialized_start=347
+  _globals['_JOBDECISION']._serialized_end=515
+  _globals['_JOBACCEPTED']._serialized_start=517
+  _globals['_JOBACCEPTED']._serialized_end=561
+  _globals['_JOBSTATUSREQUEST']._serialized_start=563
+  _globals['_JOBSTATUSREQUEST']._serialized_end=613
+  _globals['_STEPMETRICS']._serialized_start=616
+  _globals['_STEPMETRICS']._serialized_end=758
+  _globals['_JOBSTATUS']._serialized_start=761
+  _globals['_JOBSTATUS']._serialized_end=1053
+  _globals['_PENDINGREQUEST']._serialized_start=1055
+  _globals['_PENDINGREQUEST']._serialized_end=1071
+  _globals['_PENDINGJOB']._serialized_start=1074
+  _globals['_PENDINGJOB']._serialized_end=1231
+  _globals['_PENDINGJOBS']._serialized_start=1233
+  _globals['_PENDINGJOBS']._serialized_end=1281
+  _globals['_OWNERDECISION']._serialized_start=1283
+  _globals['_OWNERDECISION']._serialized_end=1347
+  _globals['_HEALTHREQUEST']._serialized_start=1349
+  _globals['_HEALTHREQUEST']._serialized_end=1364
+  _globals['_HEALTHREPLY']._serialized_start=1366
+  _globals['_HEALTHREPLY']._serialized_end=1477
+  _globals['_ROSTERUPDATE']._serialized_start=1479
+  _globals['_ROSTERUPDATE']._serialized_end=1514
+  _globals['_ROSTERREPLY']._serialized_start=1516
+  _globals['_ROSTERREPLY']._serialized_end=1595
+  _globals['_AUDITHISTORYREQUEST']._serialized_start=1597
+  _globals['_AUDITHISTORYREQUEST']._serialized_end=1637
+  _globals['_AUDITQUERY']._serialized_start=1639
+  _globals['_AUDITQUERY']._serialized_end=1698
+  _globals['_AUDITHISTORYREPLY']._serialized_start=1700
+  _globals['_AUDITHISTORYREPLY']._serialized_end=1757
+  _globals['_LEDGERHEAD']._serialized_start=1759
+  _globals['_LEDGERHEAD']._serialized_end=1832
+  _globals['_LEDGERHEADSREQUEST']._serialized_start=1834
+  _globals['_LEDGERHEADSREQUEST']._serialized_end=1873
+  _globals['_LEDGERHEADSREPLY']._serialized_start=1875
+  _globals['_LEDGERHEADSREPLY']._serialized_end=1998
+  _globals['_PARTY']._serialized_start=2334
+  _globals['_PARTY']._serialized_end=2997
 # @@protoc_insertion_point(module_scope)

@@ -42,7 +42,7 @@ JOB_STATE_REFUSED: JobState
 JOB_STATE_CANCELLED: JobState
 
 class JobRequest(_message.Message):
-    __slots__ = ("consortium", "job_id", "protocol", "params", "initiator", "parties", "timeout_s", "roster_version")
+    __slots__ = ("consortium", "job_id", "protocol", "params", "initiator", "parties", "timeout_s", "roster_version", "initiator_head")
     CONSORTIUM_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
@@ -51,6 +51,7 @@ class JobRequest(_message.Message):
     PARTIES_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
     ROSTER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    INITIATOR_HEAD_FIELD_NUMBER: _ClassVar[int]
     consortium: str
     job_id: str
     protocol: str
@@ -59,7 +60,8 @@ class JobRequest(_message.Message):
     parties: _containers.RepeatedScalarFieldContainer[str]
     timeout_s: float
     roster_version: int
-    def __init__(self, consortium: _Optional[str] = ..., job_id: _Optional[str] = ..., protocol: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., initiator: _Optional[str] = ..., parties: _Optional[_Iterable[str]] = ..., timeout_s: _Optional[float] = ..., roster_version: _Optional[int] = ...) -> None: ...
+    initiator_head: LedgerHead
+    def __init__(self, consortium: _Optional[str] = ..., job_id: _Optional[str] = ..., protocol: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., initiator: _Optional[str] = ..., parties: _Optional[_Iterable[str]] = ..., timeout_s: _Optional[float] = ..., roster_version: _Optional[int] = ..., initiator_head: _Optional[_Union[LedgerHead, _Mapping]] = ...) -> None: ...
 
 class JobRef(_message.Message):
     __slots__ = ("job_id",)
@@ -68,20 +70,22 @@ class JobRef(_message.Message):
     def __init__(self, job_id: _Optional[str] = ...) -> None: ...
 
 class JobDecision(_message.Message):
-    __slots__ = ("job_id", "party", "decision", "rule", "reason", "expires_in_s")
+    __slots__ = ("job_id", "party", "decision", "rule", "reason", "expires_in_s", "head")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     PARTY_FIELD_NUMBER: _ClassVar[int]
     DECISION_FIELD_NUMBER: _ClassVar[int]
     RULE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_IN_S_FIELD_NUMBER: _ClassVar[int]
+    HEAD_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     party: str
     decision: Decision
     rule: str
     reason: str
     expires_in_s: float
-    def __init__(self, job_id: _Optional[str] = ..., party: _Optional[str] = ..., decision: _Optional[_Union[Decision, str]] = ..., rule: _Optional[str] = ..., reason: _Optional[str] = ..., expires_in_s: _Optional[float] = ...) -> None: ...
+    head: LedgerHead
+    def __init__(self, job_id: _Optional[str] = ..., party: _Optional[str] = ..., decision: _Optional[_Union[Decision, str]] = ..., rule: _Optional[str] = ..., reason: _Optional[str] = ..., expires_in_s: _Optional[float] = ..., head: _Optional[_Union[LedgerHead, _Mapping]] = ...) -> None: ...
 
 class JobAccepted(_message.Message):
     __slots__ = ("job_id", "party")
@@ -226,15 +230,47 @@ class AuditHistoryRequest(_message.Message):
     def __init__(self, input_key: _Optional[str] = ...) -> None: ...
 
 class AuditQuery(_message.Message):
-    __slots__ = ("job_id", "parties")
+    __slots__ = ("job_id", "parties", "kind")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     PARTIES_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     parties: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, job_id: _Optional[str] = ..., parties: _Optional[_Iterable[str]] = ...) -> None: ...
+    kind: str
+    def __init__(self, job_id: _Optional[str] = ..., parties: _Optional[_Iterable[str]] = ..., kind: _Optional[str] = ...) -> None: ...
 
 class AuditHistoryReply(_message.Message):
     __slots__ = ("queries",)
     QUERIES_FIELD_NUMBER: _ClassVar[int]
     queries: _containers.RepeatedCompositeFieldContainer[AuditQuery]
     def __init__(self, queries: _Optional[_Iterable[_Union[AuditQuery, _Mapping]]] = ...) -> None: ...
+
+class LedgerHead(_message.Message):
+    __slots__ = ("party", "seq", "hash", "signature")
+    PARTY_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    HASH_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    party: str
+    seq: int
+    hash: str
+    signature: bytes
+    def __init__(self, party: _Optional[str] = ..., seq: _Optional[int] = ..., hash: _Optional[str] = ..., signature: _Optional[bytes] = ...) -> None: ...
+
+class LedgerHeadsRequest(_message.Message):
+    __slots__ = ("after_seq",)
+    AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    after_seq: int
+    def __init__(self, after_seq: _Optional[int] = ...) -> None: ...
+
+class LedgerHeadsReply(_message.Message):
+    __slots__ = ("party", "heads", "more", "conflicts")
+    PARTY_FIELD_NUMBER: _ClassVar[int]
+    HEADS_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
+    CONFLICTS_FIELD_NUMBER: _ClassVar[int]
+    party: str
+    heads: _containers.RepeatedCompositeFieldContainer[LedgerHead]
+    more: bool
+    conflicts: _containers.RepeatedCompositeFieldContainer[LedgerHead]
+    def __init__(self, party: _Optional[str] = ..., heads: _Optional[_Iterable[_Union[LedgerHead, _Mapping]]] = ..., more: _Optional[bool] = ..., conflicts: _Optional[_Iterable[_Union[LedgerHead, _Mapping]]] = ...) -> None: ...

@@ -85,6 +85,11 @@ class PartyStub:
                 request_serializer=ppdm_dot_v1_dot_party__pb2.RosterUpdate.SerializeToString,
                 response_deserializer=ppdm_dot_v1_dot_party__pb2.RosterReply.FromString,
                 _registered_method=True)
+        self.LedgerHeads = channel.unary_unary(
+                '/ppdm.v1.Party/LedgerHeads',
+                request_serializer=ppdm_dot_v1_dot_party__pb2.LedgerHeadsRequest.SerializeToString,
+                response_deserializer=ppdm_dot_v1_dot_party__pb2.LedgerHeadsReply.FromString,
+                _registered_method=True)
 
 
 class PartyServicer:
@@ -166,6 +171,15 @@ class PartyServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LedgerHeads(self, request, context):
+        """The signed ledger heads this node holds *of the caller* (those the caller sent with
+        its jobs), so that the caller's `ppdm ledger verify` can prove its ledger was not
+        rewritten since (docs/ledger.md). Nothing about third parties.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PartyServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -218,6 +232,11 @@ def add_PartyServicer_to_server(servicer, server):
                     servicer.PushRoster,
                     request_deserializer=ppdm_dot_v1_dot_party__pb2.RosterUpdate.FromString,
                     response_serializer=ppdm_dot_v1_dot_party__pb2.RosterReply.SerializeToString,
+            ),
+            'LedgerHeads': grpc.unary_unary_rpc_method_handler(
+                    servicer.LedgerHeads,
+                    request_deserializer=ppdm_dot_v1_dot_party__pb2.LedgerHeadsRequest.FromString,
+                    response_serializer=ppdm_dot_v1_dot_party__pb2.LedgerHeadsReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -490,6 +509,33 @@ class Party:
             '/ppdm.v1.Party/PushRoster',
             ppdm_dot_v1_dot_party__pb2.RosterUpdate.SerializeToString,
             ppdm_dot_v1_dot_party__pb2.RosterReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LedgerHeads(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ppdm.v1.Party/LedgerHeads',
+            ppdm_dot_v1_dot_party__pb2.LedgerHeadsRequest.SerializeToString,
+            ppdm_dot_v1_dot_party__pb2.LedgerHeadsReply.FromString,
             options,
             channel_credentials,
             insecure,
