@@ -105,6 +105,7 @@ def _propose_phase(bed: LoopbackConsortium, n: int) -> tuple[list[float], list[f
                 initiator="alice",
                 parties=list(PARTIES),
                 timeout_s=10.0,
+                roster_version=settings.consortium.version,
             )
             t0 = time.perf_counter()
             for p in PARTIES:
@@ -173,7 +174,7 @@ def _job_costs(report: Report, shared: Path, quick: bool, tmp: Path) -> None:
         "v",
     )
     cases: list[tuple[str, str, dict[str, Any], dict[str, Any], dict[str, Any], str]] = []
-    h = {"data": "h", "min_support": 0.3, "min_confidence": 0.8}
+    h = {"data": "h", "min_support": 0.4, "min_confidence": 0.8, "max_len": 4}
     cases.append(
         (
             "assoc_h_min_aggregate",
@@ -284,6 +285,44 @@ def _job_costs(report: Report, shared: Path, quick: bool, tmp: Path) -> None:
     )
 
 
+def _evaluate_per_job(report: Report, node: PartyNode, n: int) -> None:
+    """The policy decision proper: the statement rules of :func:`ppdm.service.policy.evaluate`
+    on each job's disclosure statement (no data read, no peer asked)."""
+    from ppdm.jobs.registry import get_job
+    from ppdm.service.policy import evaluate
+    from ppdm.service.profiles import get_profile
+
+    ctx = node._context()
+    policy = node.policy.current()
+    times = []
+    for job, extra in (("assoc", {"mode": "vertical"}), ("kmeans", {}), ("psi-align", {})):
+        merged = get_job(job).params(extra)
+        statement = get_profile(job).disclosure(merged, PARTIES, node.name, ctx)
+        for _ in range(n):
+            t0 = time.perf_counter()
+            d = evaluate(
+                policy,
+                job=job,
+                params=merged,
+                initiator="alice",
+                parties=PARTIES,
+                me=node.name,
+                disclosure=statement,
+            )
+            times.append(time.perf_counter() - t0)
+        assert d.outcome == "accept", (job, d)
+    report.add(
+        Row(
+            "policy_evaluate_ms",
+            statistics.median(times) * 1e3,
+            "ms",
+            goal="<= 5 ms",
+            higher_is_better=False,
+            baseline_name="(statement rules of assoc/kmeans/psi-align, no I/O)",
+        )
+    )
+
+
 def _decide_per_job(report: Report, node: PartyNode, n: int) -> None:
     """One node's decision on each kind of statement (the audit kinds of issue 21)."""
     jobs = {
@@ -296,9 +335,10 @@ def _decide_per_job(report: Report, node: PartyNode, n: int) -> None:
     for job, params in jobs.items():
         merged = get_job(job).params(params)
         times = []
+        outcome = ""
         for _ in range(n):
             t0 = time.perf_counter()
-            node.decide(
+            decision, _, _ = node.decide(
                 job_id=uuid.uuid4().hex,
                 protocol=job,
                 params=merged,
@@ -307,15 +347,18 @@ def _decide_per_job(report: Report, node: PartyNode, n: int) -> None:
                 reserve=False,
             )
             times.append(time.perf_counter() - t0)
+            outcome = decision.outcome
+        # The decision itself must be the honest one: accepted.
+        assert outcome == "accept", (job, decision)
         report.add(
             Row(
                 f"decide_ms_{job.replace('-', '_')}"
                 + ("_vertical" if params.get("mode") == "vertical" else ""),
                 statistics.median(times) * 1e3,
                 "ms",
-                goal="<= 5 ms",
                 higher_is_better=False,
-                baseline_name="(statement rules + audit, loopback peers)",
+                baseline_name="(statement rules + audit + co-members' histories over gRPC, "
+                "all nodes in this one process)",
             )
         )
 
@@ -329,7 +372,21 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory() as tmp:
         policy = "version = 1\n[defaults]\nrate_limit = { jobs = 1000000, per_s = 1 }\n"
-        with LoopbackConsortium(PARTIES, Path(tmp) / "gov", policy=policy) as gov:
+        root = Path(tmp)
+        inputs, data = {}, {}
+        for k, p in enumerate(PARTIES):
+            (root / f"{p}-t.dat").write_text("1 2\n2 3\n" * 20)
+            (root / f"{p}-r.csv").write_text(
+                "record_id,x\n" + "".join(f"{k * 100 + i},{i}\n" for i in range(30))
+            )
+            inputs[p] = {"secure_sum": 1000 + k, "set_union": [f"{p}-{i}" for i in range(5)]}
+            data[p] = {
+                "transactions": str(root / f"{p}-t.dat"),
+                "records": str(root / f"{p}-r.csv"),
+            }
+        with LoopbackConsortium(
+            PARTIES, Path(tmp) / "gov", policy=policy, inputs=inputs, data=data
+        ) as gov:
             # An audit history of `history` answered sums at every node.
             for _ in range(history):
                 doc = run_job(gov.settings["alice"], "secure-sum", timeout=10)
@@ -356,6 +413,7 @@ def main() -> None:
                 assert decision.outcome == "accept"
                 decide.append(t1 - t0)
                 ledger.append(t2 - t1)
+            _evaluate_per_job(report, node, n)
             _decide_per_job(report, node, n)
             gov_phase, _ = _propose_phase(gov, n)
             gov_start = _job_start(gov, n // 3 or 1, "ring-echo")
@@ -423,8 +481,13 @@ def main() -> None:
         _job_costs(report, Path(args.shared), args.quick, Path(tmp))
     report.extra.update({"samples": n, "audit_history": history})
     report.finish(args.json)
+    ev = next(r.value for r in report.rows if r.name == "policy_evaluate_ms")
+    print(f"goal (policy decision on a statement <= 5 ms): {'met' if ev <= 5.0 else 'NOT met'}")
     ok = d_ms + l_ms <= 5.0
-    print(f"goal (policy check + ledger write <= 5 ms at a node): {'met' if ok else 'NOT met'}")
+    print(
+        "goal (whole decision with the audit's peer round trips + ledger write <= 5 ms, all "
+        f"nodes in one process): {'met' if ok else 'NOT met'}"
+    )
 
 
 if __name__ == "__main__":

@@ -24,7 +24,10 @@ settings.register_profile(
     derandomize=True,
 )
 settings.register_profile("dev", max_examples=25, deadline=None)
-settings.load_profile("ci" if os.environ.get("CI") else "dev")
+# PPDM_HYPOTHESIS_PROFILE chooses one (benchmarks/mutations.py runs "ci": derandomized).
+settings.load_profile(
+    os.environ.get("PPDM_HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
+)
 
 
 @pytest.fixture(scope="session")

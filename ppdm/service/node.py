@@ -53,6 +53,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent import futures
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -445,6 +446,7 @@ class PartyNode:
         self._rate: dict[str, deque[float]] = {}
         self._streams: dict[str, int] = {}  # open incoming Exchange streams per peer
         self._cond = threading.Condition()
+        self._audit_pool: ThreadPoolExecutor | None = None
         self._channels: dict[str, grpc.Channel] = {}
         self._channel_lock = threading.Lock()
         self._server: grpc.Server | None = None
@@ -557,6 +559,10 @@ class PartyNode:
     def stop(self, grace: float = 5.0) -> None:
         """Stop serving: fail running jobs, let in-flight calls finish for ``grace`` s."""
         self._stopping.set()
+        with self._cond:
+            pool, self._audit_pool = self._audit_pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
         self._set_health(serving=False)
         with self._cond:
             running = [j for j in self._jobs.values() if j.state == pb.JOB_STATE_RUNNING]
@@ -911,11 +917,21 @@ class PartyNode:
         """What ``peers`` report of their audited sums on ``input_key``, asked in
         parallel (a peer that does not answer in time adds nothing: the audit then rests
         on this node's own history and the others')."""
-        calls = []
-        for peer in peers:
+        request = pb.AuditHistoryRequest(input_key=input_key)
+
+        def ask(peer: str) -> Any:
             stub = party_pb2_grpc.PartyStub(self.channel(peer))
-            request = pb.AuditHistoryRequest(input_key=input_key)
-            calls.append((peer, stub.AuditHistory.future(request, timeout=AUDIT_HISTORY_TIMEOUT_S)))
+            return stub.AuditHistory(request, timeout=AUDIT_HISTORY_TIMEOUT_S)
+
+        # Blocking calls on the node's own small pool: a gRPC future starts a thread per
+        # call, which cost more than the round trip itself on loopback.
+        with self._cond:
+            if self._audit_pool is None:
+                self._audit_pool = ThreadPoolExecutor(
+                    max_workers=8, thread_name_prefix=f"audit-{self.name}"
+                )
+            pool = self._audit_pool
+        calls = [(peer, pool.submit(ask, peer)) for peer in peers]
         names = set(self.consortium.names)
         out = []
         for peer, call in calls:

@@ -64,7 +64,7 @@ def _results(doc):
 
 def test_aligned_vertical_kmeans_equals_sklearn_on_pooled_aligned_records(tmp_path):
     files, common, pooled, _ = _patients(tmp_path)
-    params = {"mode": "vertical", "k": K, "align": True, "include_labels": True}
+    params = {"mode": "vertical", "k": K, "align": True, "include_labels": True, "init": "first-k"}
     got = _results(simulate_job("kmeans", _contexts(files), params, timeout=60))
     ref = KMeans(K, init=pooled[:K], n_init=1, algorithm="lloyd", tol=0.0, max_iter=300).fit(pooled)
     centers = np.hstack([np.array(got[p]["centers"]) for p in PARTIES])

@@ -513,7 +513,7 @@ def small_files(tmp_path):
                 "--parties",
                 "2",
             ],
-            "k must be",
+            "exceeds the number of records",
         ),
         (
             ["simulate", "kmeans", "--input", "{d}/t.csv", "--k", "99", "--columns", "a,b"],
@@ -641,14 +641,20 @@ def test_explicit_initial_centers(tmp_path):
             for p in m["parties"]
         }
         by_col = {c: init[:, j].tolist() for j, c in enumerate("abc")}
-        doc = simulate_job("kmeans", ctx, {"mode": mode, "k": 3, "init": by_col})
+        doc = simulate_job(
+            "kmeans", ctx, {"mode": mode, "k": 3, "init": by_col, "min_cluster_size": 0}
+        )
         for p in NAMES[:2]:
             r = doc["parties"][p]["result"]
             got = np.array(r["centers"])
             assert np.abs(got - want[:, ["abc".index(c) for c in r["columns"]]]).max() < 1e-6
-    doc = simulate_job("kmeans", ctx, {"mode": "vertical", "k": 3, "init": "first-k"})
+    doc = simulate_job(
+        "kmeans", ctx, {"mode": "vertical", "k": 3, "init": "first-k", "min_cluster_size": 0}
+    )
     with pytest.raises(ConfigError, match="initial centers"):
-        simulate_job("kmeans", ctx, {"mode": "vertical", "k": 2, "init": by_col})
+        simulate_job(
+            "kmeans", ctx, {"mode": "vertical", "k": 2, "init": by_col, "min_cluster_size": 0}
+        )
 
 
 # ---------------------------------------------------------------------------------------
@@ -693,7 +699,7 @@ def test_malformed_record_digest_names_the_peer(tmp_path):
     pd.DataFrame(_blobs(1, 5), columns=["a", "b", "c"]).to_csv(tmp_path / "t.csv", index=False)
     partition_file(tmp_path / "t.csv", tmp_path / "parts", parties=NAMES[:2], mode="vertical")
     ctx = PartyContext("alice", {"data": {"records": "alice.csv"}}, base_dir=tmp_path / "parts")
-    params = get_job("kmeans").params({"mode": "vertical", "k": 2})
+    params = get_job("kmeans").params({"mode": "vertical", "k": 2, "min_cluster_size": 0})
 
     def party(net, _):
         if net.me == "alice":

@@ -45,7 +45,7 @@ def bed(tmp_path_factory, fimi_dir):
     # out of the default protections: exact vertical counts, no minimum aggregation,
     # records as starting centres and per-record labels.
     policy = (
-        "version = 1\n[defaults]\nexact_partners = [\"*\"]\nmin_aggregate = 0\n"
+        'version = 1\n[defaults]\nexact_partners = ["*"]\nmin_aggregate = 0\n'
         "min_party_records = 0\nallow_records = true\n"
         "[jobs.assoc]\nmin_parties = 2\n[jobs.kmeans.params]\n"
         "include_labels = { values = [false, true] }\n"

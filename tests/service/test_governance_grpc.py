@@ -109,7 +109,12 @@ def test_centres_on_another_partys_column_are_refused(bed):
         {"mode": "vertical", "k": len(grid), "max_iter": 1, "init": {"glucose": grid}},
         initiator="mallory",
     )
-    _refused(doc, "bob", "params.init")
+    # Every honest node refuses vertical k-means' per-record labels (allow_records); bob's
+    # node, whose column the centres are placed on, refuses by the explicit-centres rule.
+    assert doc["state"] == "refused", doc
+    assert doc["decisions"]["bob"]["rule"] == "params.init"
+    assert {d["rule"] for p, d in doc["decisions"].items() if p != "bob"} <= {"allow_records"}
+    assert not _leaks(doc)
 
 
 @pytest.mark.parametrize(
@@ -117,7 +122,7 @@ def test_centres_on_another_partys_column_are_refused(bed):
     [
         ("assoc", {"reveal_counts": True}, "params.reveal_counts"),
         ("assoc", {"report_local": True}, "params.report_local"),
-        ("kmeans", {"mode": "vertical", "include_labels": True}, "params.include_labels"),
+        ("kmeans", {"mode": "horizontal", "include_labels": True}, "params.include_labels"),
         ("set-union", {"pad_to": 2}, "params.pad_to"),
         ("secure-sum-shared", {"aggregator": "mallory"}, "params.aggregator"),
     ],
@@ -329,9 +334,13 @@ def test_documented_jobs_run_among_all_members_under_the_default_policy(bed):
         ("secure-sum", {}),
         ("secure-sum-shared", {}),
         ("set-union", {}),
-        ("intersection-cardinality", {}),
+        # intersection-cardinality is a count over sets the other parties choose: it runs
+        # only among exact_partners (tests/service/test_redteam_grpc.py)
         ("assoc", {"mode": "horizontal", "min_support": 0.3, "min_confidence": 0.5}),
-        ("kmeans", {"mode": "vertical", "k": 2, "id_column": "record_id"}),
+        # (k-means under the default policy: tests/service/test_redteam_grpc.py; here the
+        # parties' record tables have different columns, a vertical split, and vertical
+        # k-means publishes per-record labels, which the default refuses)
+        ("psi-align", {}),
         ("paillier-dot-product", {"length": 40, "bits": 1}),
         ("ot-extension", {"count": 2000}),
         ("ring-echo", {}),

@@ -303,9 +303,14 @@ def test_decoders_work_when_the_owner_opts_out(red):
     aggregation, the same decoders recover the honest columns (so the tests above can
     fail). Runs last: it changes the honest policies."""
     bed, columns, *_ = red
-    open_line = 'exact_partners = ["*"]\nmin_aggregate = 0\nmin_party_records = 0\n'
-    for p in HONEST:
-        bed.set_policy(p, DEFAULT_POLICY_TOML.replace("[defaults]\n", "[defaults]\n" + open_line))
+    opened = (
+        DEFAULT_POLICY_TOML.replace("exact_partners = []", 'exact_partners = ["*"]')
+        .replace("min_aggregate = 10", "min_aggregate = 0")
+        .replace("min_party_records = 3", "min_party_records = 0")
+    )
+    assert opened != DEFAULT_POLICY_TOML
+    for p in PARTIES:  # mallory's own node opts out too: it is the attacker's
+        bed.set_policy(p, opened)
     time.sleep(1.0)  # the nodes re-read a policy file once it is 0.3 s old
     doc = bed.run_job(
         "assoc",
@@ -319,11 +324,9 @@ def test_decoders_work_when_the_owner_opts_out(red):
         initiator="mallory",
     )
     assert doc["state"] == "refused"  # reveal_counts stays a disclosure-changing value
-    for p in HONEST:
+    for p in PARTIES:
         bed.set_policy(
-            p,
-            DEFAULT_POLICY_TOML.replace("[defaults]\n", "[defaults]\n" + open_line)
-            + "\n[jobs.assoc.params]\nreveal_counts = { values = [false, true] }\n",
+            p, opened + "\n[jobs.assoc.params]\nreveal_counts = { values = [false, true] }\n"
         )
     time.sleep(1.0)
     doc = bed.run_job(

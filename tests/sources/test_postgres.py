@@ -200,8 +200,12 @@ def bed(postgres, tmp_path_factory, fimi_dir):
     pw_file = secrets / "alice-db-password"
     pw_file.write_text(READER_PASSWORD + "\n")
     os.chmod(pw_file, 0o600)
+    # The tests compare runs on the same records from different sources, so they start
+    # k-means from records (deterministic) and the owners opt in to that.
     policy = (
-        "version = 1\n[jobs.kmeans.params]\ninclude_labels = { values = [false, true] }\n"
+        "version = 1\n[defaults]\nallow_records = true\nmin_aggregate = 0\n"
+        "min_party_records = 0\n"
+        "[jobs.kmeans.params]\ninclude_labels = { values = [false, true] }\n"
         "[jobs.assoc.params]\nreveal_counts = { values = [false, true] }\n"
     )
     testbed = GrpcTestbed(PARTIES, root / "bed", timeout=60, policy=policy)
@@ -293,7 +297,13 @@ def test_assoc_reads_alice_baskets_from_postgres(bed):
 @pytest.mark.timeout(120)
 def test_kmeans_reads_bob_records_from_postgres(bed):
     testbed, _ = bed
-    params = {"k": K, "include_labels": True}
+    params = {
+        "k": K,
+        "include_labels": True,
+        "init": "first-k",
+        "min_cluster_size": 0,
+        "min_party_records": 0,
+    }
     from_files = _results(testbed.run_job("kmeans", {**params, "data": "records"}, timeout=60))
     from_db = _results(testbed.run_job("kmeans", {**params, "data": "records_db"}, timeout=60))
     # engine = "stream": every iteration scans SELECT ... ORDER BY record_id (server-side)

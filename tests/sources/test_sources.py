@@ -311,7 +311,16 @@ def test_kmeans_job_reads_records_from_parquet_and_sqlite(tmp_path):
             base_dir=tmp_path,
         ),
     }
-    params = {"k": 3, "columns": ["u", "v"], "include_labels": True}
+    # deterministic starts (records as centres, no size floors) so that two runs on the
+    # same records agree; the default aggregate start draws a random direction
+    params = {
+        "k": 3,
+        "columns": ["u", "v"],
+        "include_labels": True,
+        "init": "first-k",
+        "min_cluster_size": 0,
+        "min_party_records": 0,
+    }
     want = simulate_job("kmeans", files, params, timeout=60)
     got = simulate_job("kmeans", sources, params, timeout=60)
     assert want["ok"] and got["ok"], (want["error"], got["error"])
@@ -419,7 +428,13 @@ def test_vertical_assoc_reads_a_table_with_marker_rows(tmp_path):
     con.executemany("INSERT INTO t VALUES (?, ?)", rows)
     con.commit()
     con.close()
-    params = {"mode": "vertical", "min_support": 0.1, "min_confidence": 0.6}
+    params = {
+        "mode": "vertical",
+        "min_support": 0.1,
+        "min_confidence": 0.6,
+        "protect": "exact",  # no noise: the two runs must agree
+        "min_aggregate": 0,
+    }
     files = {
         p: PartyContext(p, {"data": {"transactions": f"{p}.dat"}}, base_dir=tmp_path) for p in "ab"
     }
@@ -492,7 +507,15 @@ def test_kmeans_streams_large_tables_through_the_local_seam(tmp_path, monkeypatc
         ),
         "c": files["c"],
     }
-    params = {"k": 3, "include_labels": True, "report_local": True, "tol": 1e-4}
+    params = {
+        "k": 3,
+        "include_labels": True,
+        "report_local": True,
+        "tol": 1e-4,
+        "init": "first-k",
+        "min_cluster_size": 0,
+        "min_party_records": 0,
+    }
     want = simulate_job("kmeans", files, params, timeout=60)
     got = simulate_job("kmeans", streamed, params, timeout=60)
     assert want["ok"] and got["ok"], (want["error"], got["error"])
@@ -517,3 +540,26 @@ def test_streamed_records_refuse_bad_tables(tmp_path):
             src.streamed_records(["s"], "record_id")
         with pytest.raises(ConfigError, match="no column"):
             src.streamed_records(["w"], "record_id")
+
+
+def test_streamed_records_project_and_sum_by_group_like_memory(tmp_path):
+    """The default aggregate start (random-slabs / random-partition) on streamed records:
+    one scan each, the same numbers as the in-memory records."""
+    from ppdm.mining.kmeans import _ArrayRecords
+    from ppdm.sources.records import StreamedRecords
+
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(1000, 3))
+    ids = np.arange(1000)
+
+    def scan():
+        for lo in range(0, 1000, 128):
+            yield ids[lo : lo + 128], x[lo : lo + 128]
+
+    streamed = StreamedRecords(scan, 3, "test")
+    memory = _ArrayRecords(x)
+    u = np.array([0.6, -0.8, 0.0])
+    assert np.allclose(streamed.project(u), x @ u)
+    labels = rng.integers(0, 4, size=1000)
+    got, want = streamed.group_sums(labels, 4), memory.group_sums(labels, 4)
+    assert np.allclose(got[0], want[0]) and np.array_equal(got[1], want[1])
