@@ -112,7 +112,7 @@ def test_receive_timeout_names_the_silent_party():
     with pytest.raises(PartyFailure) as info:
         net["b"].receive("a", "s", timeout=0.2)
     assert info.value.party == "a"
-    assert time.perf_counter() - t0 < 2
+    assert time.perf_counter() - t0 < 120  # a hang guard only (no wall-clock goal)
 
 
 def test_failing_party_aborts_the_others_and_its_error_is_reraised():
@@ -123,8 +123,9 @@ def test_failing_party_aborts_the_others_and_its_error_is_reraised():
 
     t0 = time.perf_counter()
     with pytest.raises(ValueError, match="broken") as info:
-        simulate(fn, {"a": None, "b": None, "c": None}, timeout=30)
-    assert time.perf_counter() - t0 < 5  # the abort, not the 30 s timeout, ended it
+        simulate(fn, {"a": None, "b": None, "c": None}, timeout=900)
+    # the abort, not the 900 s receive timeout, ended it (a generous bound: no speed goal)
+    assert time.perf_counter() - t0 < 450
     notes = "\n".join(getattr(info.value, "__notes__", []))
     assert "party 'a'" in notes and "'b' failed" in notes
 

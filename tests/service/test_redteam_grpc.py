@@ -301,8 +301,18 @@ def test_set_operations_are_audited(red):
 def test_decoders_work_when_the_owner_opts_out(red):
     """Positive control: with exact counts allowed for mallory and no minimum
     aggregation, the same decoders recover the honest columns (so the tests above can
-    fail). Runs last: it changes the honest policies."""
+    fail). It changes every node's policy, and puts the written ones back after."""
     bed, columns, *_ = red
+    saved = {p: bed.policy_path(p).read_text() for p in PARTIES}
+    try:
+        _positive_control(bed, columns)
+    finally:
+        for p, text in saved.items():
+            bed.set_policy(p, text)
+        time.sleep(1.0)
+
+
+def _positive_control(bed, columns) -> None:
     opened = (
         DEFAULT_POLICY_TOML.replace("exact_partners = []", 'exact_partners = ["*"]')
         .replace("min_aggregate = 10", "min_aggregate = 0")
