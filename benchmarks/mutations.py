@@ -459,7 +459,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         "ppdm/protocols/gmw.py",
         "            out[i] = -y if negative else y",
         "            out[i] = 0",
-        ("tests/mining/test_vertical_privacy.py", "tests/protocols/test_gmw.py"),
+        (
+            "tests/mining/test_vertical_privacy.py",
+            "tests/protocols/test_gmw.py",
+            "tests/service/test_redteam_grpc.py",
+        ),
+        grpc=True,
     ),
     Mutation(
         "mining",
