@@ -645,3 +645,45 @@ def test_bad_threshold_and_noisy_messages_raise_protocol_error(bad: str) -> None
     with pytest.raises(ProtocolError) as err:
         simulate(party, inputs, timeout=20)
     assert err.value.party == {"reshare": "carol", "noisy": "alice"}[bad]
+
+
+def test_a_third_owners_share_reaches_neither_evaluator_whole() -> None:
+    """In the threshold test a third owner splits its share between the two evaluating
+    owners: what each of them receives must be a fresh uniform half, never the share
+    itself (otherwise one evaluator holds two of three shares). carol's share is a known
+    constant here; a uniform 20-bit half equals it in all 64 places with probability
+    2^-1280."""
+    owners = ["alice", "bob", "carol"]
+    m, w = 64, 20
+    widths = np.full(m, w)
+    carol_share = np.full(m, 12345, dtype=np.uint64)
+    seen: dict[str, np.ndarray] = {}
+
+    def party(net: Any, _: Any) -> Any:
+        me = net.me
+        share = carol_share if me == "carol" else np.zeros(m, dtype=np.uint64)
+        if me in ("alice", "bob"):
+            inner = net.receive
+
+            def spy(sender: str, step: str, **kw: Any) -> Any:
+                got = inner(sender, step, **kw)
+                if sender == "carol" and step.endswith("/reshare"):
+                    seen[me] = np.asarray(got).copy()
+                return got
+
+            net.receive = spy  # type: ignore[method-assign]
+        peer = {"alice": "bob", "bob": "alice"}.get(me)
+        return shares_at_least(
+            net,
+            share,
+            widths=widths,
+            thresholds=np.zeros(m, dtype=np.int64),
+            owners=owners,
+            session=OTSession(net, peer) if peer else None,
+        )
+
+    run_local(party, {p: None for p in owners})
+    assert set(seen) == {"alice", "bob"}
+    for me in ("alice", "bob"):
+        assert not np.array_equal(seen[me], carol_share), me
+    assert not np.array_equal(seen["alice"], seen["bob"])
