@@ -77,3 +77,33 @@ def test_vector_of_wrong_length_is_a_protocol_error():
 def test_rejects_non_integer_input():
     with pytest.raises(TypeError):
         run_local(secure_sum, {"a": 1.5, "b": 2.0})
+
+
+def test_the_successor_cannot_read_the_first_partys_integer() -> None:
+    """Attacker's side: the first party's successor receives ``mask + x mod m``. It
+    guesses ``x`` as what it received; with a uniform mask in Z_{2^64} that lands within
+    2^40 of the secret with probability 2^-23 per run, so over 30 runs a single hit
+    means a weak mask (a mask from 256 values hits every time)."""
+    m = 1 << 64
+    secret = 123_456_789_012
+    hits = 0
+    for _ in range(30):
+        seen: list[int] = []
+
+        def party(net, x):
+            if net.me == "b":
+                inner = net.receive
+
+                def spy(sender, step, **kw):
+                    got = inner(sender, step, **kw)
+                    if sender == "a" and step == "secure-sum/ring":
+                        seen.append(int(got))
+                    return got
+
+                net.receive = spy
+            return secure_sum(net, x, modulus=m)
+
+        run_local(party, {"a": secret, "b": 5, "c": 7})
+        assert len(seen) == 1
+        hits += abs(seen[0] - secret) < (1 << 40)
+    assert hits == 0
