@@ -90,7 +90,7 @@ def test_the_successor_cannot_read_the_first_partys_integer() -> None:
     for _ in range(30):
         seen: list[int] = []
 
-        def party(net, x):
+        def party(net, x, seen=seen):
             if net.me == "b":
                 inner = net.receive
 
