@@ -220,3 +220,15 @@ def test_bad_point_in_a_later_message():
     with pytest.raises(ProtocolError) as info:
         simulate(party, {"alice": None, "bob": None}, timeout=10)
     assert info.value.party == "bob" and "point 299" in info.value.reason
+
+
+def test_a_secret_scalar_is_not_found_by_a_small_range_search() -> None:
+    """Attacker's side: from the public point ``k G`` a party sends (base OT, commutative
+    encryption), try every ``k`` below 2^16 (a table of 2^16 points) -- the search a
+    weak scalar falls to. With ``k`` uniform in the group order it succeeds with
+    probability 2^-240 per point; 16 points from fresh scalars must all resist it."""
+    from ppdm.protocols.ecgroup import base_mult, random_scalar
+
+    table = {base_mult(i) for i in range(1, (1 << 16) + 2)}
+    found = sum(base_mult(random_scalar()) in table for _ in range(16))
+    assert found == 0
