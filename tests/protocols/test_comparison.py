@@ -185,3 +185,28 @@ def test_argmin_on_grpc(tmp_path):
     with LoopbackConsortium(PARTIES, tmp_path) as bed:
         out = _argmin(d, value_bits=20, bed=bed)
     assert out["bob"].tolist() == d.argmin(axis=1).tolist()
+
+
+def test_each_partys_share_of_a_comparison_says_nothing_about_it() -> None:
+    """Attacker's side: one party's XOR share of ``[x >= y]`` must be independent of the
+    result. Over 512 comparisons (half true) the best guess of the result from either
+    share alone -- the share itself or its complement -- agrees with it in about half the
+    places; 4 standard deviations above 0.5 is 0.59 (a share equal to the result, or to
+    its complement, would agree everywhere)."""
+    from ppdm.parties.local import run_local
+    from ppdm.protocols.comparison import secure_ge_shares
+
+    rng = np.random.default_rng(3)
+    n = 512
+    x = rng.integers(0, 1 << 20, n)
+    y = np.where(np.arange(n) % 2 == 0, x - 1, x + 1)  # x >= y exactly on even places
+    y = np.clip(y, 0, (1 << 20) - 1)
+    truth = (x >= y).astype(np.uint8)
+    shares = run_local(
+        lambda net, v: secure_ge_shares(net, v, x_party="a", y_party="b", bits=21),
+        {"a": x, "b": y},
+    )
+    assert np.array_equal(shares["a"] ^ shares["b"], truth)
+    for share in shares.values():
+        agree = float(np.mean(share == truth))
+        assert max(agree, 1 - agree) < 0.59
