@@ -224,7 +224,7 @@ def encode_items(items: list[bytes], chunks: int, *, domain: bytes = b"") -> np.
     cap = capacity(chunks)
     for item in items:
         if len(item) > cap:
-            raise ValueError(f"item of {len(item)} bytes exceeds the {cap}-byte limit")
+            raise ValueError(f"an item exceeds the {cap}-byte limit")
     pool = _executor() if len(items) * chunks >= _PARALLEL_THRESHOLD else None
     if pool is None:
         raw = _encode_chunk(items, chunks, domain)

@@ -109,7 +109,7 @@ def _sum_int(net: Network, x: int, m: int, ring: tuple[str, ...]) -> int:
     if m < 2:
         raise ValueError("modulus must be at least 2")
     if not -(m // 2) <= x < (m + 1) // 2:
-        raise ValueError(f"value {x} is outside the signed range of Z_{m}")
+        raise ValueError(f"this party's value is outside the signed range of Z_{m}")
     if len(ring) == 1:
         return x
     me, first = net.me, ring[0]

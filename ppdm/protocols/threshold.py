@@ -93,6 +93,13 @@ class _ExtraTriples(_BitEngine):
         self.extra = 0
 
 
+def _held(ot: OTSession | None) -> OTSession:
+    """The OT session, which the first and the last party always hold here."""
+    if ot is None:
+        raise RuntimeError("only the first and the last party hold the comparison's session")
+    return ot
+
+
 def _negative_shares(
     net: Network, mine: np.ndarray, session: OTSession | None, *, and_count: int = 0
 ) -> tuple[np.ndarray | None, _BitEngine | None]:
@@ -122,18 +129,16 @@ def _negative_shares(
         mask = np.frombuffer(secrets.token_bytes(8 * m), dtype=np.uint64).copy()
         net.send(net.successor(), step, mask + mine)
         share = np.uint64(0) - mask  # -R mod 2^64
-        assert ot is not None
-        ot.setup_both()  # while the ring message travels
+        _held(ot).setup_both()  # while the ring message travels
     else:
         if me == last:
-            assert ot is not None
-            ot.setup_both()  # before waiting for the ring: the two overlap
+            _held(ot).setup_both()  # before waiting for the ring: the two overlap
         partial = recv_partial(net.predecessor()) + mine
         if me != last:
             net.send(net.successor(), step, partial)
             return None, None
         share = partial
-    assert ot is not None
+    ot = _held(ot)
     sub = ot.net
     low = share & _LOW
     # x_party (last) compares low(x) >= 2^62 - low(-R)
@@ -273,6 +278,7 @@ def secure_all_nonnegative(
         if g == 1:
             row_share = bits[:, 0].copy()
         else:
-            assert engine is not None  # holds the AND triples (made with the comparison's)
+            if engine is None:  # it holds the AND triples (made with the comparison's)
+                raise RuntimeError("the AND triples were not made with the comparison")
             row_share = _and_columns(engine, bits)
     return _open_bits(net, row_share, m)

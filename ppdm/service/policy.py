@@ -174,30 +174,6 @@ def _open_policy() -> str:
     return "\n".join(lines) + "\n"
 
 
-_DEFAULT_KEYS = {
-    "jobs",
-    "initiators",
-    "co_parties",
-    "min_parties",
-    "max_parties",
-    "consent",
-    "consent_timeout_s",
-    "results",
-    "rate_limit",
-    "colluders",
-    "audit",
-    *(
-        "min_aggregate",
-        "min_party_records",
-        "allow_records",
-        "exact_partners",
-        "max_epsilon",
-        "epsilon_budget",
-        "max_set_ratio",
-        "max_probes",
-        "reveal_size",
-    ),
-}
 #: Keys that bound a job's disclosure statement: in [defaults], [jobs.NAME] and per data
 #: set ([data.KEY] / [inputs.KEY]); the data set's value wins for jobs that read it.
 STATEMENT_KEYS = (
@@ -211,6 +187,20 @@ STATEMENT_KEYS = (
     "max_probes",
     "reveal_size",
 )
+_DEFAULT_KEYS = {
+    "jobs",
+    "initiators",
+    "co_parties",
+    "min_parties",
+    "max_parties",
+    "consent",
+    "consent_timeout_s",
+    "results",
+    "rate_limit",
+    "colluders",
+    "audit",
+    *STATEMENT_KEYS,
+}
 #: What the generated policy and a policy without these keys apply.
 STATEMENT_DEFAULTS: dict[str, Any] = {
     "min_aggregate": 10,
@@ -675,6 +665,10 @@ def evaluate(
             f"party {initiator!r} started {r.rate_jobs} jobs within {r.rate_per_s:g} s",
         )
     consent = r.consent
+    # The statement's bounds: the job's rules, overlaid by those of the data it reads.
+    limits = dict(r.statement)
+    for key in disclosure.reads if disclosure is not None else ():
+        limits.update(policy.data_rules(key).statement)
     if disclosure is not None and disclosure.private:
         count = len(disclosure.participants)
         need = r.min_parties
@@ -730,9 +724,6 @@ def evaluate(
             )
         if count > r.max_parties:
             return refuse("max_parties", f"a job may have at most {r.max_parties} parties")
-        limits = dict(r.statement)
-        for key in disclosure.reads:
-            limits.update(policy.data_rules(key).statement)
         refusal = _check_statement(disclosure, limits, r, colluders=r.colluders)
         if refusal is not None:
             return refuse(*refusal)
@@ -748,10 +739,6 @@ def evaluate(
     for name, rule in r.params.items():
         if name in params and not rule.allows(params[name]):
             return refuse(f"params.{name}", f"parameter {name!r} must be {rule.describe()}")
-    limits = dict(r.statement)
-    if disclosure is not None:
-        for key in disclosure.reads:
-            limits.update(policy.data_rules(key).statement)
     explicit = policy.jobs.get(job, {}).get("consent")
     if explicit or (consent and disclosure is not None and disclosure.private):
         return Decision(
