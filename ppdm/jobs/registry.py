@@ -97,9 +97,9 @@ def _load_builtins() -> None:
     """Import every module of :mod:`ppdm.jobs`; each registers its jobs at import."""
     global _loaded
     if not _loaded:
-        import ppdm.jobs
-
-        for info in pkgutil.iter_modules(ppdm.jobs.__path__):
+        # The package's folder, not ``ppdm.jobs.__path__``: the registry must not import
+        # its own package (the package imports the registry).
+        for info in pkgutil.iter_modules([str(Path(__file__).resolve().parent)]):
             if info.name not in ("registry",) and not info.name.startswith("_"):
                 importlib.import_module(f"ppdm.jobs.{info.name}")
         _loaded = True
