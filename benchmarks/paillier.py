@@ -7,6 +7,7 @@ issue 4: 2048-bit keys, dot product of two 100,000-long binary vectors).
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 import time
@@ -22,6 +23,14 @@ from benchmarks._common import Report, Row, parser, timed
 def _rate(count: int, fn) -> float:
     seconds, _ = timed(fn)
     return count / seconds
+
+
+def _cpu_rate(count: int, fn) -> float:
+    """Items per CPU second of this process (what one free core gives, whatever the
+    load of the machine; run with one thread)."""
+    t0 = time.process_time()
+    fn()
+    return count / (time.process_time() - t0)
 
 
 def main() -> None:
@@ -48,7 +57,12 @@ def main() -> None:
     n_phe = 40 if quick else 200
     n_dec = 40 if quick else 300
     dot_len = 5_000 if quick else 100_000
-    report = Report("Paillier (2048-bit keys, one process unless stated)")
+    load = os.getloadavg()[0]
+    report = Report(
+        f"Paillier (2048-bit keys, one process unless stated; load average {load:.1f} on "
+        f"{os.cpu_count()} cores)"
+    )
+    report.extra["load_average"] = round(load, 2)
 
     pub, priv = generate_keypair(2048)  # DJN exponent of n/2 = 1024 bits (the default)
     short = PaillierPublicKey(pub.n, exponent_bits=SHORT_EXPONENT_BITS)
@@ -57,11 +71,14 @@ def main() -> None:
     values = list(range(n_enc))
 
     phe_enc = _rate(n_phe, lambda: [phe_pub.encrypt(v) for v in values[:n_phe]])
+    phe_enc_cpu = _cpu_rate(n_phe, lambda: [phe_pub.encrypt(v) for v in values[:n_phe]])
     enc_pub = _rate(n_enc, lambda: pub.encrypt_many(values))
     threads = keys_module.MASK_THREADS
     keys_module.MASK_THREADS = 1
     try:
         enc_pub_1 = _rate(n_enc, lambda: pub.encrypt_many(values))
+        enc_pub_cpu = _cpu_rate(n_enc, lambda: pub.encrypt_many(values))
+        enc_owner_cpu = _cpu_rate(n_enc, lambda: priv.encrypt_many(values))
     finally:
         keys_module.MASK_THREADS = threads
     enc_short = _rate(n_enc, lambda: short.encrypt_many(values))
@@ -89,6 +106,26 @@ def main() -> None:
             phe_enc,
             "phe encrypt",
             "(exponent n/2, one thread)",
+        )
+    )
+    report.add(
+        Row(
+            "encrypt_public_per_cpu_s",
+            enc_pub_cpu,
+            "enc/CPU s",
+            phe_enc_cpu,
+            "phe encrypt per CPU second",
+            "(exponent n/2, one thread, per CPU second: one free core; 2 cores give up to twice)",
+        )
+    )
+    report.add(
+        Row(
+            "encrypt_owner_per_cpu_s",
+            enc_owner_cpu,
+            "enc/CPU s",
+            phe_enc_cpu,
+            "phe encrypt per CPU second",
+            "(key owner, CRT, one thread, per CPU second)",
         )
     )
     report.add(

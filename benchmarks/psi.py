@@ -6,6 +6,13 @@ OpenMined PSI (C++ ECDH, ``openmined-psi``) at 100,000, measured on the same ids
 same run. Also ppdm's EC path (``method="ec"``, commutative encryption on secp256k1) on a
 smaller set, for scale.
 
+Real ids (issue 25, item 6): the same alignment on ``shuffled`` (the generated ids in a
+random order), ``random`` (uniform 64-bit ints), ``code`` (strings of at most 14 bytes,
+encoded without hashing) and ``uuid`` (36-character strings, hashed) ids, each against
+the sorted sequential ids measured in the same run: in process (:func:`ppdm.protocols.psi.align`
+on each party's Python list) and over gRPC, where every party reads its ids from a CSV
+file of its ``[data]`` table (the sorted ids the same way, so the rows compare alike).
+
 Every run checks its own result: each party's intersection (size and SHA-256 over the
 sorted ids) equals Python's set intersection of the same generated ids; OpenMined's
 intersection is checked the same way.
@@ -93,6 +100,89 @@ def over_grpc(sizes: list[int]) -> dict[int, tuple[float, dict[str, Any]]]:
     return out
 
 
+KINDS = ("sorted", "shuffled", "random", "code", "uuid")
+
+
+def real_ids(kind: str, index: int, n: int) -> list[Any]:
+    """Party ``index``'s ids of ``kind``: the ids of :func:`generated_ids` (half shared)
+    mapped one to one to the kind, in a random order unless ``sorted``."""
+    import numpy as np
+
+    base = generated_ids(index, n, OVERLAP, SEED)
+    if kind == "sorted":
+        return base
+    rng = np.random.default_rng([SEED, index])
+    order = rng.permutation(n).tolist()
+    if kind == "shuffled":
+        return [base[i] for i in order]
+    if kind == "random":  # an injective 64-bit mix of the id: spread, distinct
+        mixed = (np.asarray(base, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)).view(np.int64)
+        return [int(mixed[i]) for i in order]
+    if kind == "code":
+        return [f"C{base[i]:012d}" for i in order]
+    return [f"{base[i]:08x}-1f0c-4e3a-9b8d-{base[i] * 7919 % 16**12:012x}" for i in order]
+
+
+def _expected_ids(kind: str, n: int) -> tuple[int, str]:
+    common = sorted(set(real_ids(kind, 0, n)) & set(real_ids(kind, 1, n)))
+    return len(common), ids_digest(common)
+
+
+def real_in_process(kind: str, n: int) -> tuple[float, int]:
+    """Seconds and bytes of :func:`align` in process on ``kind`` ids (checked)."""
+    from functools import partial
+
+    from ppdm.parties.local import simulate
+    from ppdm.protocols.psi import align
+
+    inputs = {p: real_ids(kind, i, n) for i, p in enumerate(PARTIES)}
+    t0 = time.perf_counter()
+    sim = simulate(partial(align, min_set_size=10, max_set_ratio=2.0), inputs, timeout=3600)
+    elapsed = time.perf_counter() - t0
+    size, digest = _expected_ids(kind, n)
+    for party, got in sim.results.items():
+        if len(got.ids) != size or ids_digest(got.ids) != digest:
+            raise SystemExit(f"{kind} ids in process: the intersection at {party} is wrong")
+        own = inputs[party]
+        if [own[i] for i in got.rows.tolist()] != got.ids:
+            raise SystemExit(f"{kind} ids in process: the rows at {party} are wrong")
+    return elapsed, sum(t["bytes_sent"] for t in sim.totals.values())
+
+
+def real_over_grpc(n: int, kinds: tuple[str, ...]) -> dict[str, float]:
+    """Seconds of the ``psi-align`` job over gRPC with each party's ids in a CSV file."""
+    from ppdm.service.testbed import GrpcTestbed
+
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        data: dict[str, dict[str, str]] = {p: {} for p in PARTIES}
+        for kind in kinds:
+            for i, p in enumerate(PARTIES):
+                path = Path(tmp) / f"{p}_{kind}.csv"
+                path.write_text("id\n" + "\n".join(map(str, real_ids(kind, i, n))) + "\n")
+                data[p][kind] = str(path)
+        with GrpcTestbed(
+            PARTIES, Path(tmp) / "bed", timeout=600, log_level="WARNING", policy=POLICY, data=data
+        ) as bed:
+            for kind in (kinds[0], *kinds):  # the first run warms the nodes' readers
+                job = {"data": kind, "id_column": "id", "sep": ",", "method": "oprf"}
+                t0 = time.perf_counter()
+                doc = bed.run_job("psi-align", {**job, "return_ids": False}, timeout=600)
+                out[kind] = time.perf_counter() - t0
+                if not doc.get("ok"):
+                    raise SystemExit(
+                        f"psi-align on {kind} ids over gRPC failed: {doc.get('error')}"
+                    )
+                size, digest = _expected_ids(kind, n)
+                for party, record in doc["parties"].items():
+                    result = record["result"]
+                    if result["size"] != size or result["ids_sha256"] != digest:
+                        raise SystemExit(
+                            f"{kind} ids over gRPC: the intersection at {party} is wrong"
+                        )
+    return out
+
+
 def openmined(n: int) -> float:
     """OpenMined PSI (ECDH, raw intersection) on the same ids: client = alice, server =
     bob; the time of setup, request, response and intersection in one process."""
@@ -143,6 +233,35 @@ def main() -> None:
         report.add(Row(f"psi_grpc_{n}_s", t, "s", om, "OpenMined PSI", goals.get(n, ""), False))
         report.extra[f"psi_grpc_{n}_per_s"] = 2 * n / t
         report.extra[f"psi_grpc_{n}_size"] = doc["parties"]["alice"]["result"]["size"]
+
+    real = {kind: real_in_process(kind, large) for kind in KINDS}
+    for kind in KINDS[1:]:
+        t, nbytes = real[kind]
+        report.add(
+            Row(
+                f"psi_in_process_{large}_{kind}_ids_s",
+                t,
+                "s",
+                real["sorted"][0],
+                "sorted sequential ids (same run)",
+                "as fast as sorted ints",
+                False,
+            )
+        )
+        report.extra[f"psi_bytes_{large}_{kind}_ids"] = nbytes
+    wire = real_over_grpc(large, ("sorted", "random", "code", "uuid"))
+    for kind in ("random", "code", "uuid"):
+        report.add(
+            Row(
+                f"psi_grpc_{large}_{kind}_ids_csv_s",
+                wire[kind],
+                "s",
+                wire["sorted"],
+                "sorted sequential ids from CSV (same run)",
+                "as fast as sorted ints",
+                False,
+            )
+        )
 
     t_ec, _ = in_process(ec_n, "ec")
     t_oprf, _ = in_process(ec_n, "oprf")

@@ -47,6 +47,17 @@ class ConfigError(PPDMError):
     """Bad user input: a settings file, a command-line option, a data file."""
 
 
+class SourceError(ConfigError):
+    """A party's data source failed to deliver: ``fault`` is one of
+    :data:`SOURCE_FAULTS` (the source is locked, unreachable, malformed, or a read ran
+    past the job's timeout). The fault class is the public code of the failure; the
+    driver's message (which can quote the data) stays in the node's log."""
+
+    def __init__(self, fault: str, message: str) -> None:
+        self.fault = fault if fault in SOURCE_FAULTS else "source-malformed"
+        super().__init__(message)
+
+
 class AggregationTooSmall(PPDMError):
     """A released aggregate would cover fewer records than the owners allow (e.g. a
     k-means centre over fewer than ``min_cluster_size`` records)."""
@@ -78,7 +89,15 @@ ERROR_CODES: dict[str, str] = {
     "expired": "the job was not approved in time",
     "shutting_down": "the party's node is shutting down",
     "internal_error": "the job failed at this party",
+    "source-locked": "the party's data source is locked by another session",
+    "source-unreachable": "the party's data source cannot be reached or refused the connection",
+    "source-malformed": "the party's data source holds data it cannot read",
+    "source-timeout": "a read of the party's data source ran past the job's timeout",
+    "compute-failed": "the party's compute engine (e.g. Spark) failed during its local work",
 }
+
+#: The fault classes of :class:`SourceError` (public codes of :data:`ERROR_CODES`).
+SOURCE_FAULTS = ("source-locked", "source-unreachable", "source-malformed", "source-timeout")
 
 
 class PublicError:
@@ -110,6 +129,8 @@ class PublicError:
             return cls("refused", me)
         if isinstance(exc, AggregationTooSmall):
             return cls("aggregation_too_small", me)
+        if isinstance(exc, SourceError):
+            return cls(exc.fault, me)
         if isinstance(exc, ConfigError | ValueError | TypeError | KeyError | OverflowError):
             return cls("input_error", me)
         return cls("internal_error", me)

@@ -3,8 +3,11 @@ cannot run here (a skip on a workstation, a failure under ``CI=true``)."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
@@ -15,6 +18,10 @@ from hypothesis import HealthCheck, settings
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("PPDM_SHARED", REPO.parent / "shared"))
 DATA = SHARED / "data"
+# The persistent state of commands (the DP budgets of `ppdm dp`) goes to a folder of this
+# run, never the user's ~/.local/state; subprocesses inherit it.
+os.environ["PPDM_STATE_DIR"] = tempfile.mkdtemp(prefix="ppdm-test-state-")
+atexit.register(shutil.rmtree, os.environ["PPDM_STATE_DIR"], ignore_errors=True)
 
 settings.register_profile(
     "ci",

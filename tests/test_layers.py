@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import re
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -77,7 +76,9 @@ def import_graph(root: Path) -> dict[str, set[str]]:
     """Module -> the ppdm modules it imports (names that are not modules, such as
     ``from ppdm.x import function``, are resolved to the module that defines them)."""
     files = {
-        _module_name(root, p): p for p in root.rglob("*.py") if "proto" not in p.relative_to(root).parts[:1]
+        _module_name(root, p): p
+        for p in root.rglob("*.py")
+        if "proto" not in p.relative_to(root).parts[:1]
     }
     graph: dict[str, set[str]] = {}
     for name, path in files.items():
@@ -95,9 +96,9 @@ def import_graph(root: Path) -> dict[str, set[str]]:
 def _layer_of(module: str, layers: list[str]) -> int | None:
     best = None
     for i, layer in enumerate(layers):
-        if module == layer or module.startswith(layer + "."):
-            if best is None or len(layer) > len(layers[best]):
-                best = i
+        inside = module == layer or module.startswith(layer + ".")
+        if inside and (best is None or len(layer) > len(layers[best])):
+            best = i
     return best
 
 

@@ -32,7 +32,7 @@ from ppdm.errors import ConfigError
 from ppdm.progress import Progress
 from ppdm.randomness import RandomSource
 
-__all__ = ["ALGORITHMS", "MODELS", "anonymize", "build_model"]
+__all__ = ["ALGORITHMS", "MODELS", "anonymize", "build_model", "text_hierarchy"]
 
 log = logging.getLogger(__name__)
 
@@ -102,13 +102,13 @@ def _names(value: str | Iterable[str] | None) -> list[str]:
 
 def anonymize(
     table: pd.DataFrame | str | Path,
-    *,
     qi: str | Sequence[str],
+    k: int | None = None,
+    *,
     sensitive: str | None = None,
     identifiers: str | Sequence[str] | None = None,
     hierarchies: Mapping[str, Hierarchy] | str | Path | None = None,
     model: str | Sequence[str] | PrivacyModel = "k-anonymity",
-    k: int | None = None,
     l: float | None = None,  # noqa: E741
     l_variant: str = "distinct",
     c: float | None = None,
@@ -131,18 +131,22 @@ def anonymize(
         The microdata (CSV with separator ``sep``, or Parquet).
     qi : str or list of str
         Quasi-identifiers (comma-separated string or list).
+    k : int, optional
+        The minimum class size of k-anonymity (``anonymize(df, ["age", "zip"], 5)``).
     sensitive : str, optional
         The sensitive attribute (needed by l-diversity and t-closeness).
     identifiers : str or list of str, optional
         Explicit identifiers, dropped from the release.
     hierarchies : mapping or directory, optional
         Hierarchy per attribute, or a directory with ``*_hierarchy_<attribute>.csv``
-        files (``;``-separated). The full-domain algorithms need one for every QI: a
-        numeric QI without one gets an interval hierarchy built from its range
-        (:func:`~ppdm.anonymize.hierarchy_builders.default_interval_hierarchy`, listed in
-        ``release.info["built_hierarchies"]``); a hierarchy of the sensitive attribute
-        enables the hierarchical EMD.
-    model, k, l, l_variant, c, t, t_distance, t_ground
+        files (``;``-separated). The full-domain algorithms need one for every QI; a QI
+        without one gets one built from its values, listed in
+        ``release.info["built_hierarchies"]``: a numeric QI an interval hierarchy
+        (:func:`~ppdm.anonymize.hierarchy_builders.default_interval_hierarchy`), a text QI
+        :func:`text_hierarchy` (masking for codes such as ZIP codes, else the values
+        rarer than ``k``, ``2k``, ... grouped level by level). A hierarchy of the
+        sensitive attribute enables the hierarchical EMD.
+    model, l, l_variant, c, t, t_distance, t_ground
         Privacy model(s), see :func:`build_model` and :mod:`ppdm.anonymize.models`.
     algorithm : str
         ``samarati``, ``incognito``, ``optimal``, ``exhaustive`` (full-domain
@@ -192,7 +196,7 @@ def anonymize(
         raise ConfigError(f"classification target {target!r} is not a column")
     built: dict[str, str] = {}
     if algorithm in LATTICE_ALGORITHMS:
-        built = _default_hierarchies(table, qi_list, hier)
+        built = _default_hierarchies(table, qi_list, hier, k=privacy.min_class_size)
         release = _full_domain(
             table,
             roles=roles,
@@ -229,16 +233,91 @@ def anonymize(
     return release
 
 
+#: The label of the values a frequency level groups together (see :func:`text_hierarchy`).
+OTHER = "(other)"
+
+
+def text_hierarchy(values: object, *, attribute: str, k: int = 2) -> Hierarchy:
+    """A hierarchy for a text quasi-identifier that has none, built from its values.
+
+    Two kinds, chosen from the data:
+
+    * codes (every value the same length, at least three letters or digits, at least one
+      digit: ZIP codes, ids) are masked from the right one character per level, as ARX's
+      redaction hierarchy does
+      (:func:`~ppdm.anonymize.hierarchy_builders.masking_hierarchy`);
+    * any other text is generalized by frequency: level ``j`` keeps the values that occur
+      at least ``k * 2**(j-1)`` times and groups the rarer ones into ``(other)``, until
+      every value is grouped; the top level is ``*``. Level 1 thus hides exactly the
+      values rarer than ``k``, the ones that single out few records whatever the other
+      quasi-identifiers say (the suppression-based recoding of Sweeney, *Achieving
+      k-anonymity privacy protection using generalization and suppression*, 2002,
+      section 4; global recoding as in Aggarwal, *Data Mining: The Textbook*, 2015,
+      section 20.3.1.1).
+
+    The hierarchy depends only on the value counts of the column, which the release
+    shows anyway (up to the grouping). Missing values are an error.
+
+    >>> h = text_hierarchy(["a", "a", "a", "a", "b", "b", "c"], attribute="x", k=2)
+    >>> [h.generalize(["a", "b", "c"], level).tolist() for level in range(h.height)]
+    [['a', 'b', 'c'], ['a', 'b', '(other)'], ['a', '(other)', '(other)'], ['*', '*', '*']]
+    >>> text_hierarchy(["02139", "02138", "10598"], attribute="zip").generalize(["02139"], 1)
+    array(['0213*'], dtype=object)
+    """
+    labels = pd.Series(as_labels(values), dtype=object)
+    if labels.isna().any():
+        raise ConfigError(
+            f"quasi-identifier {attribute!r} has missing values; fill them or give it a hierarchy"
+        )
+    counts = labels.value_counts(sort=False)
+    distinct = [str(v) for v in counts.index]
+    if _is_code(distinct):
+        from ppdm.anonymize.hierarchy_builders import masking_hierarchy
+
+        return masking_hierarchy(labels, attribute=attribute)
+    other = OTHER
+    while other in counts.index:  # a label no value has
+        other = f"({other})"
+    columns: list[list[str]] = [distinct]
+    kept = set(distinct)
+    threshold = max(int(k), 1)
+    while kept:
+        now = {v for v in distinct if int(counts[v]) >= threshold}
+        if now != kept:
+            columns.append([v if v in now else other for v in distinct])
+            kept = now
+        if threshold > len(labels):
+            break
+        threshold *= 2
+    if len(columns) > 1 and not kept:
+        columns.pop()  # everything grouped: the same partition as the top level
+    columns.append(["*"] * len(distinct))
+    rows = [list(row) for row in zip(*columns, strict=True)]
+    return Hierarchy.from_rows(rows, attribute=attribute)
+
+
+def _is_code(distinct: list[str]) -> bool:
+    """Whether distinct text values look like codes (same length, >= 3 alphanumerics, with
+    a digit each): ZIP codes, ids."""
+    lengths = {len(v) for v in distinct}
+    return (
+        len(distinct) > 1
+        and len(lengths) == 1
+        and min(lengths) >= 3
+        and all(v.isalnum() and any(ch.isdigit() for ch in v) for v in distinct)
+    )
+
+
 def _default_hierarchies(
-    table: pd.DataFrame, qi: list[str], hierarchies: dict[str, Hierarchy]
+    table: pd.DataFrame, qi: list[str], hierarchies: dict[str, Hierarchy], *, k: int = 2
 ) -> dict[str, str]:
-    """Add an interval hierarchy (:func:`~ppdm.anonymize.hierarchy_builders.
-    interval_hierarchy` with :func:`~ppdm.anonymize.hierarchy_builders.auto_widths`, what
-    ``default_interval_hierarchy`` builds) for every numeric quasi-identifier without one; return
-    ``{column: description}`` of what was built (for the report). A text quasi-identifier
-    without a hierarchy is an error naming the builders."""
+    """Add a hierarchy for every quasi-identifier without one and return ``{column:
+    description}`` of what was built (for the report): an interval hierarchy
+    (:func:`~ppdm.anonymize.hierarchy_builders.interval_hierarchy` with
+    :func:`~ppdm.anonymize.hierarchy_builders.auto_widths`) for a numeric column, and
+    :func:`text_hierarchy` (masking for codes, frequency groups for other text, built with
+    the model's minimum class size ``k``) for a text column."""
     built: dict[str, str] = {}
-    text: list[str] = []
     for col in qi:
         if col in hierarchies:
             continue
@@ -249,16 +328,17 @@ def _default_hierarchies(
             widths = auto_widths(s, attribute=col)
             hierarchies[col] = interval_hierarchy(s, attribute=col, widths=widths)
             built[col] = "intervals of width " + ", ".join(f"{w:g}" for w in widths) + ", then *"
-            log.info("built an interval hierarchy for %r: %s", col, built[col])
         else:
-            text.append(col)
-    if text:
-        raise ConfigError(
-            "full-domain generalization needs a hierarchy for every quasi-identifier; "
-            f"missing: {', '.join(text)} (text: build one with "
-            "ppdm.anonymize.hierarchy_builders or 'ppdm hierarchy mask|dates|intervals', "
-            "or use the mondrian algorithm)"
-        )
+            h = text_hierarchy(s, attribute=col, k=k)
+            hierarchies[col] = h
+            if _is_code([str(v) for v in h.values]):
+                built[col] = f"masking one more character per level ({h.height - 2}), then *"
+            else:
+                built[col] = (
+                    f"values rarer than {k}, {2 * k}, ... grouped as {OTHER} "
+                    f"(levels: {h.height - 2}), then *"
+                )
+        log.info("built a hierarchy for %r: %s", col, built[col])
     return built
 
 

@@ -32,11 +32,20 @@ def step_costs(doc: dict[str, Any]) -> tuple[list[str], list[str], dict[str, dic
 
 
 def group_steps(
-    steps: list[str], per: dict[str, dict[str, Any]], *, max_rows: int = MAX_ROWS
+    steps: list[str],
+    per: dict[str, dict[str, Any]],
+    *,
+    max_rows: int = MAX_ROWS,
+    wall_times: dict[str, float] | None = None,
 ) -> tuple[list[str], dict[str, dict[str, Any]], int | None]:
     """Sum the costs of steps that share their first ``depth`` path components (``a/b/c``
     -> ``a/b``), with the deepest ``depth`` giving at most ``max_rows`` rows; returns the
-    rows, the summed records and the depth (None when nothing was grouped)."""
+    rows, the summed records and the depth (None when nothing was grouped).
+
+    Bytes and messages add up; wall times do not (the steps of a group overlap when a
+    party runs them concurrently or interleaved), so a group's time is the sum of its
+    steps' times capped by the party's wall time in ``wall_times`` (when given) -- a bar
+    never exceeds the job."""
     if len(steps) <= max_rows:
         return steps, per, None
     depth = max(len(s.split("/")) for s in steps)
@@ -52,6 +61,10 @@ def group_steps(
             row = out.setdefault("/".join(step.split("/")[:depth]), dict.fromkeys(_KEYS, 0.0))
             for k in _KEYS:
                 row[k] += float(m.get(k, 0) or 0)
+        cap = (wall_times or {}).get(party)
+        if cap is not None and cap > 0:
+            for row in out.values():
+                row["wall_time_s"] = min(row["wall_time_s"], cap)
         grouped[party] = out
     return keys, grouped, depth
 
@@ -62,7 +75,14 @@ def plot_job_costs(doc: dict[str, Any], path: str | Path, *, title: str | None =
     steps, parties, per = step_costs(doc)
     if not steps:
         raise ConfigError("the job document has no per-step costs to plot")
-    steps, per, depth = group_steps(steps, per)
+    from ppdm.cli._summary import party_seconds
+
+    wall = float(doc.get("wall_time_s") or 0.0)
+    caps = {}
+    for party, rec in (doc.get("parties") or {}).items():
+        own = party_seconds(rec)
+        caps[party] = min(own, wall) if own > 0 and wall > 0 else (own or wall)
+    steps, per, depth = group_steps(steps, per, wall_times=caps)
     import matplotlib
 
     matplotlib.use("Agg")

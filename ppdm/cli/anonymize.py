@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
+from ppdm.cli._args import atomic_file
 from ppdm.errors import ConfigError
 
 _ALGORITHMS = (
@@ -40,7 +42,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     parser.add_argument("--input", required=True, help="CSV (with header) or Parquet file")
-    parser.add_argument("--sep", default=",", help="CSV separator of the input and output")
+    parser.add_argument(
+        "--sep",
+        default=None,
+        help="CSV separator of the input and output (default: sniffed, ';' or ',')",
+    )
     parser.add_argument("--qi", required=True, help="comma-separated quasi-identifiers")
     parser.add_argument("--sensitive", help="sensitive attribute")
     parser.add_argument("--identifiers", help="comma-separated identifiers (dropped)")
@@ -131,24 +137,62 @@ def _run(args: argparse.Namespace) -> int:
         if progress is not None:
             progress.finish()
     out = Path(args.output)
-    if out.suffix.lower() in (".parquet", ".pq"):
-        release.data.to_parquet(out, index=False)
-    else:
-        release.data.to_csv(out, sep=args.sep, index=False)
+    with atomic_file(out) as tmp:  # renamed into place only when written whole
+        if out.suffix.lower() in (".parquet", ".pq"):
+            release.data.to_parquet(tmp, index=False)
+        else:
+            release.data.to_csv(tmp, sep=args.sep, index=False)
     report = release.to_report()
     report["input"] = str(args.input)
     report["output"] = str(out)
     text = json.dumps(report, indent=2) + "\n"
     if args.report:
-        Path(args.report).write_text(text)
-    summary = (
-        f"{report['rows_out']} rows in {report['classes']} classes, "
-        f"{report['suppressed']} suppressed; node {report['info'].get('node')}"
-    )
-    print(summary)
-    for col, what in report["info"].get("built_hierarchies", {}).items():
-        print(f"{col}: no hierarchy given; built {what}")
+        with atomic_file(args.report) as tmp:
+            tmp.write_text(text)
+    for line in anonymize_summary(report):
+        print(line)
     return 0
+
+
+def anonymize_summary(report: dict[str, Any]) -> list[str]:
+    """A few lines of an anonymization report for the terminal: what was released, at
+    which generalization, what it cost in utility, and any hierarchy built on the fly."""
+    info = report.get("info") or {}
+    metrics = report.get("metrics") or {}
+    model = (info.get("model") or {}).get("models") or []
+    models = ", ".join(
+        f"{m.get('model')} ({', '.join(f'{k}={v}' for k, v in m.items() if k != 'model')})"
+        for m in model
+        if isinstance(m, dict)
+    )
+    rate = 100 * float(report.get("suppression_rate") or 0)
+    lines = [
+        f"{report.get('rows_out')} of {report.get('rows_in')} rows released in "
+        f"{report.get('classes')} classes of at least {report.get('min_class_size')} rows; "
+        f"{report.get('suppressed')} suppressed ({rate:.1f} %)" + (f"; {models}" if models else "")
+    ]
+    node = info.get("node")
+    if isinstance(node, dict) and node:
+        levels = ", ".join(f"{col} level {lvl}" for col, lvl in node.items())
+        lines.append(f"generalization ({report.get('algorithm')}): {levels}")
+    elif report.get("algorithm"):
+        lines.append(f"algorithm: {report.get('algorithm')}")
+    utility = [
+        (label, metrics[key])
+        for key, label in (
+            ("iloss", "information loss"),
+            ("ncp", "NCP"),
+            ("precision", "precision"),
+            ("avg_class_size", "average class size"),
+            ("discernibility", "discernibility"),
+        )
+        if isinstance(metrics.get(key), int | float)
+    ]
+    if utility:
+        lines.append("utility: " + ", ".join(f"{label} {value:.4g}" for label, value in utility))
+    for col, what in info.get("built_hierarchies", {}).items():
+        lines.append(f"{col}: no hierarchy given; built {what}")
+    return lines
 
 
 def _dtypes(args: argparse.Namespace) -> dict[str, str]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -51,15 +53,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--no-sample-inputs", action="store_true", help="do not add sample private inputs"
     )
     init.add_argument(
-        "--keep-ca-key",
-        action="store_true",
-        help="also write the CA private key (DIR/private/ca.key) to issue more certificates",
-    )
-    init.add_argument(
         "--ca-passphrase-env",
         metavar="VAR",
-        help="with --keep-ca-key: encrypt the CA key with the passphrase in this "
-        "environment variable",
+        help="keep the CA private key (DIR/private/ca.key, needed to add members and "
+        "rotate certificates later) encrypted with the passphrase in this environment "
+        "variable: the way to keep it",
+    )
+    init.add_argument(
+        "--keep-ca-key",
+        action="store_true",
+        help="keep the CA private key; unencrypted unless --ca-passphrase-env (a testbed)",
     )
     init.add_argument("--force", action="store_true", help="overwrite a non-empty folder")
     init.set_defaults(handler=_init)
@@ -81,13 +84,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Issue a key and certificate for a new member (OUT/certs/NAME.crt, "
             "OUT/private/NAME.key; OUT defaults to the roster's folder), add it to the "
-            "roster and sign the next roster version with the CA key. Then hand the new "
-            "member its key and every node the roster (ppdm consortium push)."
+            "roster, sign the next roster version with the CA key, and write the new "
+            "member's settings (OUT/NAME.toml) and data-owner policy (OUT/NAME.policy.toml, "
+            "the safe default). Then push the roster to the running nodes (ppdm consortium "
+            "push; no restart) and hand the new member its files: it starts with "
+            "`ppdm party serve OUT/NAME.toml`."
         ),
     )
     add.add_argument("name", help="the new member's party name (a lower-case DNS label)")
-    add.add_argument("--address", required=True, help="HOST:PORT of the new member's node")
-    add.add_argument("--out", help="folder for the new key and certificate")
+    add.add_argument(
+        "--address",
+        default=None,
+        help="HOST:PORT of the new member's node (default: the last member's host, next "
+        "port: a consortium on one machine)",
+    )
+    add.add_argument(
+        "--no-sample-inputs",
+        action="store_true",
+        help="no sample secure-sum input in the new settings (as for init)",
+    )
+    add.add_argument(
+        "--out", help="folder for the new member's key, certificate, settings and policy"
+    )
+    add.add_argument(
+        "--listen",
+        default=None,
+        help="HOST:PORT the new node listens on (default: --address)",
+    )
     add.add_argument("--days", type=int, default=365, help="certificate lifetime in days")
     roster_args(add)
     add.set_defaults(handler=_add_party)
@@ -144,6 +167,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--roster", help="the roster to push (default: the consortium file of --settings)"
     )
     push.add_argument("--timeout", type=float, default=5.0, help="seconds per node")
+    push.add_argument("--json", action="store_true", help="print each node's answer as JSON")
     push.set_defaults(handler=_push)
 
     check = sub.add_parser(
@@ -152,10 +176,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Load a consortium file, or a party's settings file and the roster it names, "
             "with every check a node makes at start (certificates, signature, addresses), "
-            "and print the roster as JSON: name, version, whether it is signed, members."
+            "and print the roster: name, version, whether it is signed, members. For a "
+            "settings file, also check [limits], open every [data] source read-only "
+            "(files readable, databases answering within --timeout, credentials readable "
+            "and private) and load the policy, matching its [data.KEY] sections with "
+            "[data]: each problem with its precise cause. Exit 1 if any check fails."
         ),
     )
     check.add_argument("file", help="consortium.toml, or a party settings file")
+    check.add_argument(
+        "--timeout",
+        type=float,
+        default=10.0,
+        help="seconds to open each data source of a settings file (default 10)",
+    )
+    check.add_argument("--json", action="store_true", help="print the report as JSON")
     check.set_defaults(handler=_check)
 
 
@@ -177,7 +212,7 @@ def _init(args: argparse.Namespace) -> int:
         max_message_bytes=args.max_message_bytes,
         job_timeout_s=args.job_timeout,
         sample_inputs=not args.no_sample_inputs,
-        keep_ca_key=args.keep_ca_key,
+        keep_ca_key=args.keep_ca_key or args.ca_passphrase_env is not None,
         overwrite=args.force,
         policy_text=DEFAULT_POLICY_TOML,
         ca_passphrase=_passphrase(args.ca_passphrase_env),
@@ -189,6 +224,18 @@ def _init(args: argparse.Namespace) -> int:
         "each party's data-owner policy is in PARTY.policy.toml (the safe default; "
         "see docs/governance.md)"
     )
+    key = path.parent / "private" / "ca.key"
+    if args.ca_passphrase_env is not None:
+        print(f"the CA key is in {key}, encrypted with ${args.ca_passphrase_env}: keep it offline")
+    elif args.keep_ca_key:
+        print(f"the CA key is in {key}, NOT encrypted: a testbed only; keep it offline")
+    else:
+        print(
+            "the CA private key was not kept: this roster can never change (no add-party, "
+            "rotate-cert). To keep it, run init with --ca-passphrase-env VAR (the key is "
+            "written encrypted with the passphrase in $VAR to private/ca.key)",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -210,7 +257,7 @@ def _check(args: argparse.Namespace) -> int:
         consortium, party = settings.consortium, settings.name
     else:
         consortium = load_consortium(path)
-    doc = {
+    doc: dict[str, Any] = {
         "consortium": consortium.name,
         "version": consortium.version,
         "signed": consortium.signed,
@@ -221,9 +268,38 @@ def _check(args: argparse.Namespace) -> int:
         ],
     }
     if party is not None:
+        from ppdm.service.selfcheck import check_party
+
+        if not args.timeout > 0:
+            raise ConfigError("--timeout must be positive")
         doc["settings_of"] = party
-    write_json(doc, None)
-    return 0
+        doc["checks"] = check_party(settings, timeout=args.timeout)
+    ok = all(c["ok"] for c in doc.get("checks", []))
+    if args.json:
+        write_json(doc, None)
+        return 0 if ok else 1
+    from ppdm.cli._output import print_fields, print_table
+
+    signed = "signed" if doc["signed"] else "NOT signed"
+    print_fields(
+        [
+            ("consortium", f"{doc['consortium']} (version {doc['version']}, {signed})"),
+            ("max message", f"{doc['max_message_bytes']:,} bytes"),
+        ]
+    )
+    print_table(
+        doc["parties"],
+        [("name", "member"), ("address", "address"), ("sha256", "certificate sha256")],
+    )
+    if party is not None:
+        rows = [{**c, "ok": "ok" if c["ok"] else "PROBLEM"} for c in doc["checks"]]
+        print_table(rows, [("what", "check"), ("ok", "result"), ("detail", "detail")])
+        print(
+            f"{party}'s settings, data and policy are ready"
+            if ok
+            else f"{sum(not c['ok'] for c in doc['checks'])} problem(s) in {party}'s settings"
+        )
+    return 0 if ok else 1
 
 
 def _passphrase(var: str | None) -> bytes | None:
@@ -259,10 +335,33 @@ def _add_party(args: argparse.Namespace) -> int:
     from ppdm.parties.roster import add_party
 
     _check_days(args.days)
+    from ppdm.parties.consortium import load_consortium
+    from ppdm.parties.roster import next_address
+    from ppdm.service.policy import DEFAULT_POLICY_TOML
+
+    address = args.address or next_address(load_consortium(args.roster))
+    sample = {"secure_sum": secrets.randbelow(1000)}  # like init's sample inputs
     new = add_party(
-        args.roster, _ca_key(args), args.name, args.address, out=args.out, validity_days=args.days
+        args.roster,
+        _ca_key(args),
+        args.name,
+        address,
+        out=args.out,
+        validity_days=args.days,
+        policy_text=DEFAULT_POLICY_TOML,
+        listen=args.listen,
+        inputs=None if args.no_sample_inputs else sample,
     )
-    return _report(f"added {args.name!r}", new)
+    folder = Path(args.out or Path(args.roster).parent)
+    _report(f"added {args.name!r} at {address}", new)
+    print(
+        f"wrote {folder / (args.name + '.toml')} and {folder / (args.name + '.policy.toml')} "
+        f"with {folder / 'certs' / (args.name + '.crt')} and "
+        f"{folder / 'private' / (args.name + '.key')}; hand them (and the roster) to "
+        f"{args.name!r}, who starts its node with: ppdm party serve "
+        f"{folder / (args.name + '.toml')}"
+    )
+    return 0
 
 
 def _remove_party(args: argparse.Namespace) -> int:
@@ -296,5 +395,23 @@ def _push(args: argparse.Namespace) -> int:
     settings = load_settings(args.settings, verify_own_certificate=False)
     roster = load_consortium(args.roster) if args.roster else settings.consortium
     report = push_roster(settings, roster, timeout=args.timeout)
-    write_json(report, None)
+    if args.json:
+        write_json(report, None)
+    else:
+        from ppdm.cli._output import print_table
+
+        rows = [
+            {
+                "party": party,
+                "holds": "yes" if r["ok"] else "NO",
+                "version": r.get("version"),
+                "why": r.get("error") or r.get("reason") or None,
+            }
+            for party, r in report.items()
+        ]
+        print_table(
+            rows,
+            [("party", "party"), ("holds", "holds it"), ("version", "version"), ("why", "why")],
+            title=f"roster {roster.name!r} version {roster.version}",
+        )
     return 0 if all(r["ok"] for r in report.values()) else 1

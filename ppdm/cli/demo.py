@@ -56,6 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_demo(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from ppdm.cli._args import check_support_budget
     from ppdm.cli.simulate import party_names, simulate_files
     from ppdm.data import retail_sample
     from ppdm.jobs.mining import write_transactions
@@ -75,6 +76,9 @@ def run_demo(args: argparse.Namespace) -> int:
     names = party_names(args.parties)
     with console.status("loading the shipped retail baskets"):
         pooled = from_transactions(retail_sample())
+    # Before any chain starts: a support below one of a chain's baskets, or one that
+    # makes an exponential number of itemsets frequent, is refused (issue 23, item 8).
+    check_support_budget(pooled, args.min_support, smallest=pooled.n_transactions // len(names))
     rows = horizontal_split(pooled.n_transactions, len(names), seed=args.seed)
     local = {name: pooled.subset(r) for name, r in zip(names, rows, strict=True)}
     console.print(

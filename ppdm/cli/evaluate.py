@@ -16,6 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ppdm.cli._args import bounded_int
 from ppdm.errors import ConfigError
 
 
@@ -95,7 +96,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "risk against utility).",
     )
     p.add_argument("--input", required=True, help="CSV file of the original records")
-    p.add_argument("--sep", default=",")
+    p.add_argument(
+        "--sep",
+        default=None,
+        help="CSV separator (default: sniffed from the input, ';' or ',')",
+    )
     p.add_argument("--qi", required=True, help="comma-separated quasi-identifiers")
     p.add_argument("--sensitive", required=True)
     p.add_argument(
@@ -107,7 +112,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--values", required=True, help="comma-separated parameter values")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--hierarchies", help="folder of *_hierarchy_<attr>.csv (l-diversity)")
-    p.add_argument("--queries", type=int, default=1000, help="random count queries")
+    p.add_argument(
+        "--queries", type=bounded_int(1, 1_000_000), default=1000, help="random count queries"
+    )
     p.add_argument(
         "--estimator",
         choices=["inverse", "em"],

@@ -18,6 +18,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from ppdm.cli._args import atomic_file, bounded_int, check_input_file, finite_float, seconds
 from ppdm.cli._output import write_json
 from ppdm.errors import ConfigError
 
@@ -50,7 +51,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--input", required=True, help="FIMI .dat file (one transaction per line)")
     p.add_argument("--sensitive", required=True, help="sensitive rules, JSON")
-    p.add_argument("--min-support", required=True, type=_fraction, help="MST, relative")
+    p.add_argument(
+        "--min-support", required=True, type=finite_float(0, 1, lo_open=True), help="MST, relative"
+    )
     p.add_argument("--min-confidence", required=True, type=_fraction, help="MCT")
     p.add_argument("--method", default="2.b", choices=METHODS, help="hiding method")
     p.add_argument("--output", required=True, help="sanitized FIMI file to write")
@@ -61,18 +64,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=["scipy", "highspy"],
         help="MILP solver for --method exact",
     )
-    p.add_argument("--time-limit", type=float, default=60.0, help="solver time limit (s)")
+    p.add_argument("--time-limit", type=seconds, default=60.0, help="solver time limit (s)")
     p.add_argument(
         "--max-vars",
-        type=int,
+        type=bounded_int(1, 100_000_000),
         default=200_000,
         help="largest integer program accepted by --method exact",
     )
     p.add_argument(
-        "--fallback", default="border", help="method used when exact is too large ('none' to fail)"
+        "--fallback",
+        default="border",
+        type=_fallback,
+        help="method used when exact is too large ('none' to fail)",
     )
     p.add_argument("--no-evaluate", action="store_true", help="skip the side-effect recount")
     p.set_defaults(handler=run)
+
+
+def _fallback(text: str) -> str:
+    """``--fallback``: a hiding method other than ``exact``, or ``none`` (checked before
+    any mining, not when the fallback is needed)."""
+    from ppdm.hiding.methods import METHODS
+
+    m = text.strip().lower()
+    m = {"1a": "1.a", "1b": "1.b", "2a": "2.a", "2b": "2.b", "2c": "2.c"}.get(m, m)
+    if m != "none" and (m not in METHODS or m == "exact"):
+        choices = ", ".join(x for x in (*METHODS, "none") if x != "exact")
+        raise argparse.ArgumentTypeError(f"unknown fallback {text!r} (choose from {choices})")
+    return m
 
 
 def _fimi_item(x: object) -> object:
@@ -103,8 +122,11 @@ def run(args: argparse.Namespace) -> int:
 
     if not Path(args.input).is_file():
         raise ConfigError(f"input file not found: {args.input}")
-    if not Path(args.sensitive).is_file():
-        raise ConfigError(f"sensitive rules file not found: {args.sensitive}")
+    check_input_file(args.sensitive, "--sensitive")
+    for name in ("output", "report"):
+        out = getattr(args, name)
+        if out and Path(out).resolve() == Path(args.input).resolve():
+            raise ConfigError(f"--{name} would overwrite --input")
     if args.min_support <= 0:
         raise ConfigError("--min-support must be positive")
     if not args.time_limit > 0:
@@ -125,12 +147,15 @@ def run(args: argparse.Namespace) -> int:
         fallback=fallback,
         progress=RichProgress(),
     )
-    write_fimi(result.sanitized, args.output)
+    with atomic_file(args.output) as tmp:  # renamed into place only when written whole
+        write_fimi(result.sanitized, tmp)
     report = result.report()
     report["input"] = str(args.input)
     report["output"] = str(args.output)
     if args.report:
         write_json(report, args.report, echo=False)
+    for line in hide_summary(report):
+        print(line)
     log.info(
         "hid %d rules with %s in %.2f s: %s",
         len(rules),
@@ -139,3 +164,36 @@ def run(args: argparse.Namespace) -> int:
         result.operations,
     )
     return 0
+
+
+def hide_summary(report: dict[str, Any]) -> list[str]:
+    """The terminal's account of a hiding run: the sensitive rules hidden, the non-
+    sensitive rules lost and the ghost rules created (Oliveira and Zaiane's side effects),
+    how much the data changed, and where the result went."""
+    ops = report.get("operations") or {}
+    changed = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in ops.items() if v) or "nothing"
+    lines = [
+        f"hid {len(report.get('sensitive_rules') or [])} sensitive rule(s) with method "
+        f"{report.get('method')} in {float(report.get('time_s') or 0):.2f} s "
+        f"({report.get('n_transactions_sanitized')} transactions; changed: {changed}); "
+        f"wrote {report.get('output')}"
+    ]
+    se = report.get("side_effects")
+    if not se:
+        lines.append("side effects not measured (--no-evaluate)")
+        return lines
+    before, after = se["rules_before"], se["rules_after"]
+    dropped = before - after
+    share = f"{100 * dropped / before:.1f} %" if before else "0 %"
+    lines.append(
+        f"rules: {before} before, {after} after ({dropped} fewer, {share}); "
+        f"sensitive still minable: {se['hiding_failure']} of {se['sensitive_minable_before']}"
+    )
+    lines.append(
+        f"side effects: {se['lost_rules']} non-sensitive rules lost (misses cost "
+        f"{100 * se['misses_cost']:.1f} %), {se['ghost_rules']} ghost rules "
+        f"({100 * se['artifactual_patterns']:.1f} % of the rules after), "
+        f"{se['lost_itemsets']} frequent itemsets lost, {se['ghost_itemsets']} new; "
+        f"dissimilarity {se['dissimilarity']:.4f}"
+    )
+    return lines

@@ -17,9 +17,15 @@ last level ``*``) is what ``ppdm anonymize --hierarchies FOLDER`` reads when it 
 from __future__ import annotations
 
 import argparse
+import math
+import re
 import sys
 
+from ppdm.cli._args import atomic_file, bounded_int
 from ppdm.errors import ConfigError
+
+#: ``[lo, hi)``: an interval label of an interval or quantile hierarchy.
+_INTERVAL = re.compile(r"^\[(.*), (.*)\)$")
 
 
 def _floats(text: str, name: str) -> list[float]:
@@ -29,7 +35,23 @@ def _floats(text: str, name: str) -> list[float]:
         raise ConfigError(f"--{name} must be comma-separated numbers, not {text!r}") from None
     if not values:
         raise ConfigError(f"--{name} is empty")
+    if not all(math.isfinite(v) and v > 0 for v in values):
+        raise ConfigError(f"--{name} must be positive finite numbers, not {text!r}")
     return values
+
+
+def _check_intervals(h: object, option: str) -> None:
+    """:class:`ConfigError` if a level of ``h`` has an interval whose printed bounds are
+    equal (``[2, 2)``: a width below the values' printed precision)."""
+    table = h.table  # type: ignore[attr-defined]
+    for level in range(1, table.shape[1]):
+        for label in table[level].unique():
+            m = _INTERVAL.match(str(label))
+            if m and m.group(1) == m.group(2):
+                raise ConfigError(
+                    f"{option}: the interval {label} is empty as written (a width below the "
+                    "precision the values are written with)"
+                )
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -53,7 +75,7 @@ def _run(args: argparse.Namespace) -> int:
         widths = _floats(args.widths, "widths") if args.widths else None
         h = interval_hierarchy(values, attribute=args.column, widths=widths)
     elif kind == "quantiles":
-        if not 1 <= args.bins <= 10_000:
+        if not 1 <= args.bins <= 10_000:  # pragma: no cover - the argument's type checks
             raise ConfigError("--bins must be in [1, 10000]")
         h = quantile_hierarchy(values, attribute=args.column, bins=args.bins)
     elif kind == "mask":
@@ -63,7 +85,10 @@ def _run(args: argparse.Namespace) -> int:
     else:
         levels = [v.strip() for v in args.levels.split(",") if v.strip()]
         h = date_hierarchy(values, attribute=args.column, levels=levels, date_format=args.format)
-    write_hierarchy(h, args.output)
+    if kind in ("intervals", "quantiles"):
+        _check_intervals(h, "--widths" if kind == "intervals" else "--bins")
+    with atomic_file(args.output) as tmp:  # renamed into place only when written whole
+        write_hierarchy(h, tmp)
     print(f"{args.output}: {len(h.values)} values, {h.height} levels", file=sys.stderr)
     return 0
 
@@ -83,7 +108,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--input", required=True, help="CSV (with header) or Parquet file")
-        p.add_argument("--sep", default=",", help="CSV separator (default ',')")
+        p.add_argument(
+            "--sep",
+            default=None,
+            help="CSV separator (default: sniffed from the input, ';' or ',')",
+        )
         p.add_argument("--column", required=True, help="the column to build it for")
         p.add_argument(
             "--output",
@@ -110,7 +139,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         description="Numbers into quantile intervals; neighbours merged pairwise per level.",
     )
     common(p)
-    p.add_argument("--bins", type=int, default=8, help="intervals at the finest level")
+    p.add_argument(
+        "--bins", type=bounded_int(1, 10_000), default=8, help="intervals at the finest level"
+    )
 
     p = sub.add_parser(
         "mask",
@@ -120,7 +151,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     common(p)
     p.add_argument("--mask", default="*", help="mask character (default '*')")
-    p.add_argument("--keep", type=int, default=0, help="leading characters never masked")
+    p.add_argument(
+        "--keep", type=bounded_int(0, 10_000), default=0, help="leading characters never masked"
+    )
 
     p = sub.add_parser(
         "dates",

@@ -25,7 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Print the entries of your node's ledger, oldest first (read-only).",
     )
     _where(show)
-    show.add_argument("--job", default=None, help="only the entries of this job id")
+    show.add_argument(
+        "--job", default=None, help="only the entries of this job (its id or a unique prefix)"
+    )
     show.add_argument("--since", type=int, default=0, help="only entries after this number")
     show.add_argument("--limit", type=int, default=None, help="at most this many entries")
     show.add_argument("--json", action="store_true", help="one JSON object per line")
@@ -80,7 +82,13 @@ def _show(args: argparse.Namespace) -> int:
 
     if args.since < 0 or (args.limit is not None and args.limit < 1):
         raise ConfigError("--since must be >= 0 and --limit >= 1")
-    entries = read_entries(_path(args), job_id=args.job, since=args.since, limit=args.limit)
+    path = _path(args)
+    job_id = args.job
+    if job_id is not None:  # a unique prefix of a job id (ledger show prints 12 digits)
+        from ppdm.service.history import known_job_ids, resolve_job_id
+
+        job_id = resolve_job_id(job_id, known_job_ids(path), where=str(path))
+    entries = read_entries(path, job_id=job_id, since=args.since, limit=args.limit)
     for e in entries:
         if args.json:
             print(json.dumps(e.as_dict(), sort_keys=True))
@@ -88,7 +96,19 @@ def _show(args: argparse.Namespace) -> int:
         rec = e.record
         what = " ".join(
             f"{k}={json.dumps(rec[k])}"
-            for k in ("protocol", "initiator", "parties", "decision", "rule", "state", "approved")
+            for k in (
+                "protocol",
+                "initiator",
+                "parties",
+                "decision",
+                "rule",
+                "state",
+                "approved",
+                "event",
+                "ok",
+                "party",
+                "key",
+            )
             if k in rec and rec[k] not in (None, "")
         )
         job = f" job {e.job_id[:12]}" if e.job_id else ""

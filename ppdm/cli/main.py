@@ -60,7 +60,32 @@ def build_parser() -> argparse.ArgumentParser:
         register = getattr(module, "register", None)
         if register is not None:
             register(sub)
+    _add_json_flags(parser)
     return parser
+
+
+#: Command modules whose commands print a JSON document: each gets ``--json`` (text for
+#: people without it, see :func:`ppdm.cli._output.render_document`).
+DOCUMENT_MODULES = ("dp", "mining", "risk", "simulate")
+
+
+def _leaves(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        return [parser]
+    return [leaf for a in subs for p in dict.fromkeys(a.choices.values()) for leaf in _leaves(p)]
+
+
+def _add_json_flags(parser: argparse.ArgumentParser) -> None:
+    for leaf in _leaves(parser):
+        handler = leaf.get_default("handler")
+        module = getattr(getattr(handler, "func", handler), "__module__", "") or ""
+        if module.rpartition(".")[2] not in DOCUMENT_MODULES:
+            continue
+        if "--json" not in leaf._option_string_actions:
+            leaf.add_argument(
+                "--json", action="store_true", help="print the JSON document instead of text"
+            )
 
 
 MAX_PARTIES = 1000  # parties of a simulation or partition (each a thread or a file)
@@ -101,11 +126,40 @@ def _check_common(args: argparse.Namespace) -> None:
     trials = values.get("trials")
     if isinstance(trials, int) and not 1 <= trials <= MAX_TRIALS:
         raise ConfigError(f"--trials must be in [1, {MAX_TRIALS}]")
+    from ppdm.cli._args import check_arguments
+
+    check_arguments(args)  # input files: regular, readable, bounded first line (_args.py)
+
+
+def _default_sep(args: argparse.Namespace) -> None:
+    """``--sep`` left out: sniffed from the first line of ``--input`` (``;`` or ``,``)."""
+    if "sep" in vars(args) and args.sep is None:
+        from ppdm.cli._output import sniff_sep
+
+        first = getattr(args, "input", None) or getattr(args, "inputs", None)
+        first = first.split(",")[0] if isinstance(first, str) else None
+        args.sep = sniff_sep(first)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush does not fail
+    again on a closed pipe (the recipe of the Python docs, ``signal`` module, SIGPIPE)."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a file (e.g. captured by a test)
+        pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ppdm`` script; returns the process exit code."""
-    parser = build_parser()
+    ppdm.cli.command_line = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parser = build_parser()
+    finally:
+        ppdm.cli.command_line = None
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help (0) or a one-line argument error (2)
@@ -115,9 +169,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help(sys.stderr)
         return 2
+    from ppdm.cli._output import set_json_mode
+
+    set_json_mode(getattr(args, "json", False) is True)
     try:
+        _default_sep(args)
         _check_common(args)
-        return int(handler(args) or 0)
+        code = int(handler(args) or 0)
+        sys.stdout.flush()  # here, not at exit: a closed pipe is caught below
+        return code
+    except BrokenPipeError:  # `ppdm ... | head`: the reader has what it wanted
+        _silence_stdout()
+        return 141  # as if killed by SIGPIPE, like other Unix tools
     except PPDMError as exc:
         print(f"ppdm: error: {exc}", file=sys.stderr)
         return 2

@@ -16,6 +16,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ppdm.cli._args import (
+    atomic_folder,
+    bounded_int,
+    check_support_budget,
+    finite_float,
+    seconds,
+)
 from ppdm.cli._output import check_output_folder, write_json
 from ppdm.errors import ConfigError
 
@@ -44,7 +51,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=["auto", "fimi", "basket", "records"],
         help="input format (auto: .dat is FIMI, .csv a records table with a header)",
     )
-    parser.add_argument("--sep", default=",", help="CSV field separator (default ,)")
+    parser.add_argument(
+        "--sep",
+        default=None,
+        help="CSV field separator (default: sniffed from the input, ';' or ',')",
+    )
     parser.add_argument(
         "--id-column", default="record_id", help="common record id column of record tables"
     )
@@ -75,7 +86,9 @@ def register_simulate(jobs: argparse._SubParsersAction) -> None:
         ),
     )
     _common(assoc, "transactions (.dat FIMI or basket CSV)")
-    assoc.add_argument("--min-support", type=float, required=True, help="in (0, 1]")
+    assoc.add_argument(
+        "--min-support", type=float, required=True, help="in (0, 1], at least one basket"
+    )
     assoc.add_argument("--min-confidence", type=float, default=0.8, help="in [0, 1]")
     assoc.add_argument(
         "--reveal-counts",
@@ -123,7 +136,10 @@ def register_simulate(jobs: argparse._SubParsersAction) -> None:
         "the default) or exact (only for partners an owner names)",
     )
     assoc.add_argument(
-        "--epsilon", type=float, default=1.0, help="vertical dp: privacy loss per job (default 1)"
+        "--epsilon",
+        type=finite_float(1e-6, 100.0),
+        default=1.0,
+        help="vertical dp: privacy loss per job (default 1)",
     )
     assoc.add_argument(
         "--max-shared-candidates",
@@ -142,7 +158,7 @@ def register_simulate(jobs: argparse._SubParsersAction) -> None:
         ),
     )
     _common(km, "records CSV with a header")
-    km.add_argument("--k", type=int, required=True, help="number of clusters")
+    km.add_argument("--k", type=bounded_int(1, 100_000), required=True, help="number of clusters")
     km.add_argument(
         "--init",
         default="aggregate",
@@ -165,7 +181,7 @@ def register_simulate(jobs: argparse._SubParsersAction) -> None:
         help="horizontal: a party holding 1 to N-1 records of a released centre stops the "
         "job (default 3; 0: off)",
     )
-    km.add_argument("--max-iter", type=int, default=300)
+    km.add_argument("--max-iter", type=bounded_int(1, 1_000_000), default=300)
     km.add_argument("--tol", type=float, default=0.0, help="relative shift tolerance")
     km.add_argument("--columns", default=None, help="comma-separated attribute columns")
     km.add_argument("--id-column", default="record_id", help="common record id column")
@@ -181,8 +197,12 @@ def _common(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--parties", type=int, default=3, help="number of parties (default 3)")
     parser.add_argument("--partition", default="horizontal", choices=["horizontal", "vertical"])
     parser.add_argument("--seed", type=int, default=0, help="seed of the split (and init)")
-    parser.add_argument("--sep", default=",", help="CSV field separator (default ,)")
-    parser.add_argument("--timeout", type=float, default=600.0, help="receive timeout in seconds")
+    parser.add_argument(
+        "--sep",
+        default=None,
+        help="CSV field separator (default: sniffed from the input, ';' or ',')",
+    )
+    parser.add_argument("--timeout", type=seconds, default=600.0, help="receive timeout in seconds")
     parser.add_argument(
         "--output", help="write the JSON document here (else it is printed on stdout)"
     )
@@ -228,17 +248,20 @@ def _partition(args: argparse.Namespace) -> int:
         missing = [n for n in names if not (Path(args.settings_dir) / f"{n}.toml").is_file()]
         if missing:
             raise ConfigError(f"no settings file for {', '.join(missing)} in {args.settings_dir}")
-    manifest = partition_file(
-        args.input,
-        args.out,
-        parties=names,
-        mode=args.mode,
-        seed=args.seed,
-        fmt=args.format,
-        sep=args.sep,
-        id_column=args.id_column,
-        columns=[c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None,
-    )
+    with atomic_folder(args.out) as out:  # no folder left behind by a refused split
+        manifest = partition_file(
+            args.input,
+            out,
+            parties=names,
+            mode=args.mode,
+            seed=args.seed,
+            fmt=args.format,
+            sep=args.sep,
+            id_column=args.id_column,
+            columns=[c.strip() for c in args.columns.split(",") if c.strip()]
+            if args.columns
+            else None,
+        )
     if args.settings_dir is not None:
         key = "records" if manifest["format"] == "records" else "transactions"
         for n in names:
@@ -296,7 +319,7 @@ def _emit(doc: dict[str, Any], output: str | None, summary: str) -> None:
 
 
 def _simulate_assoc(args: argparse.Namespace) -> int:
-    from ppdm.jobs.mining import check_params
+    from ppdm.jobs.mining import check_params, read_transactions
 
     check_output_folder(args.output)
     fmt = args.format
@@ -322,6 +345,18 @@ def _simulate_assoc(args: argparse.Namespace) -> int:
         "report_local": True,
     }
     check_params("assoc", params)
+    _check_input(args.input)
+    pooled = read_transactions(args.input, fmt=fmt, sep=args.sep)
+    # Before any party starts: a support this low would make the parties mine (and
+    # exchange) an exponential number of itemsets.
+    horizontal = args.partition == "horizontal"
+    check_support_budget(
+        pooled,
+        args.min_support,
+        smallest=pooled.n_transactions // max(args.parties, 1) if horizontal else None,
+        max_len=args.max_len,
+    )
+    del pooled
     doc = _run("assoc", args, fmt, "transactions", params)
     first = next(iter(doc["parties"].values()))["result"]
     _emit(

@@ -56,8 +56,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="ask every node of the consortium whether it is up",
         description=(
             "Ask every node of the consortium (or, with --self, only your own) for its "
-            "health as your party, over mutual TLS. Prints one JSON record per node (up, "
-            "version, running jobs, roster version, certificate expiry) and warns 30 days "
+            "health as your party, over mutual TLS. Prints one row per node (up, version, "
+            "running jobs, roster version, certificate expiry; --json: one JSON record per "
+            "node) and warns 30 days "
             "before any member's certificate expires; exit 1 if a node is not up."
         ),
     )
@@ -69,6 +70,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="ask only your own node (a container's or service's health check)",
     )
+    hl.add_argument("--json", action="store_true", help="print one JSON record per node")
     hl.set_defaults(handler=_health)
 
 
@@ -81,7 +83,12 @@ def _serve(args: argparse.Namespace) -> int:
         from ppdm.progress import use_json_logs
 
         use_json_logs(settings.name, args.node_log_level)
-    return serve(settings, grace=args.grace)
+    addons = []
+    if settings.console_listen is not None:  # the owner's web console (docs/console.md)
+        from ppdm.console import console_addon
+
+        addons.append(console_addon)
+    return serve(settings, grace=args.grace, addons=addons)
 
 
 def _health(args: argparse.Namespace) -> int:
@@ -91,7 +98,39 @@ def _health(args: argparse.Namespace) -> int:
 
     settings = load_settings(args.settings)
     report = health(settings, timeout=args.timeout, only_self=args.only_self)
-    write_json(report, None)
+    if args.json:
+        write_json(report, None)
+    else:
+        from ppdm.cli._output import print_table
+
+        rows = [
+            {
+                "party": party,
+                "up": "yes" if r["ok"] else "NO",
+                "version": r.get("version"),
+                "roster": (
+                    f"{r['roster_version']}" + ("" if r.get("same_roster") else " (differs)")
+                    if "roster_version" in r
+                    else None
+                ),
+                "jobs": len(r.get("running_jobs") or []) if r["ok"] else None,
+                "cert": r.get("certificate_days_left"),
+                "error": r.get("error"),
+            }
+            for party, r in report.items()
+        ]
+        print_table(
+            rows,
+            [
+                ("party", "party"),
+                ("up", "up"),
+                ("version", "ppdm"),
+                ("roster", "roster version"),
+                ("jobs", "running jobs"),
+                ("cert", "certificate days left"),
+                ("error", "error"),
+            ],
+        )
     for line in certificate_warnings(settings):
         print(f"ppdm: warning: {line}", file=sys.stderr)
     return 0 if all(r["ok"] for r in report.values()) else 1

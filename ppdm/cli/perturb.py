@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ppdm.cli._args import atomic_file, atomic_folder, bounded_int, finite_float
 from ppdm.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -41,9 +42,14 @@ def _columns(text: str | None, what: str) -> list[str]:
     return cols
 
 
+#: Most bins a reconstruction may have (each costs an n-by-bins matrix per iteration).
+MAX_BINS = 10_000
+
+
 def _write(frame: pd.DataFrame, path: str | None, sep: str) -> None:
     if path:
-        frame.to_csv(path, sep=sep, index=False)
+        with atomic_file(path) as tmp:  # renamed into place only when written whole
+            frame.to_csv(tmp, sep=sep, index=False)
     else:
         frame.to_csv(sys.stdout, sep=sep, index=False)
 
@@ -79,7 +85,8 @@ def _rr(args: argparse.Namespace) -> int:
         "tau": None if rel.parameters is None else rel.parameters.tau,
     }
     if args.params:
-        Path(args.params).write_text(json.dumps(meta, indent=2) + "\n")
+        with atomic_file(args.params) as tmp:
+            tmp.write_text(json.dumps(meta, indent=2) + "\n")
     print(json.dumps(meta), file=sys.stderr)
     return 0
 
@@ -110,11 +117,10 @@ def _anatomy(args: argparse.Namespace) -> int:
         l=args.l,
         rng=_seed(args),
     )
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    rel.qit.to_csv(out / "qit.csv", sep=args.sep, index=False)
-    rel.st.to_csv(out / "st.csv", sep=args.sep, index=False)
-    rel.permuted.to_csv(out / "permuted.csv", sep=args.sep, index=False)
+    with atomic_folder(args.out) as out:  # the folder appears only when written whole
+        rel.qit.to_csv(out / "qit.csv", sep=args.sep, index=False)
+        rel.st.to_csv(out / "st.csv", sep=args.sep, index=False)
+        rel.permuted.to_csv(out / "permuted.csv", sep=args.sep, index=False)
     print(
         json.dumps({"groups": int(rel.groups.max() + 1) if len(rel.groups) else 0, "l": rel.l}),
         file=sys.stderr,
@@ -123,6 +129,8 @@ def _anatomy(args: argparse.Namespace) -> int:
 
 
 def _noise(args: argparse.Namespace) -> int:
+    import numpy as np
+
     from ppdm.anonymize.perturbation.randomization import Noise, add_noise
 
     table = _read(args)
@@ -136,7 +144,14 @@ def _noise(args: argparse.Namespace) -> int:
             x = table[col].astype(float).to_numpy()
         except ValueError as exc:
             raise ConfigError(f"column {col!r} is not numeric") from exc
-        out[col] = add_noise(x, noise, rng=rng)
+        with np.errstate(over="ignore", invalid="ignore"):  # checked on the next line
+            noisy = add_noise(x, noise, rng=rng)
+        if not np.isfinite(noisy).all():
+            raise ConfigError(
+                f"--scale {args.scale:g}: the noisy values of column {col!r} are not finite "
+                "(the scale or the values are too large)"
+            )
+        out[col] = noisy
         if rng is not None:
             rng += 1
     _write(out, args.output, args.sep)
@@ -144,6 +159,7 @@ def _noise(args: argparse.Namespace) -> int:
 
 
 def _reconstruct(args: argparse.Namespace) -> int:
+    import numpy as np
     import pandas as pd
 
     from ppdm.anonymize.perturbation.randomization import Noise, bayes_reconstruct, em_reconstruct
@@ -151,10 +167,23 @@ def _reconstruct(args: argparse.Namespace) -> int:
     table = _read(args)
     if args.column not in table.columns:
         raise ConfigError(f"column {args.column!r} not in the input")
-    z = table[args.column].astype(float).to_numpy()
+    try:
+        z = table[args.column].astype(float).to_numpy()
+    except ValueError:
+        raise ConfigError(f"column {args.column!r} is not numeric") from None
+    if not np.isfinite(z).all():
+        raise ConfigError(f"column {args.column!r} holds values that are not finite")
     bounds = None
     if args.bounds:
-        lo, hi = (float(v) for v in args.bounds.split(","))
+        parts = args.bounds.split(",")
+        try:
+            lo, hi = (finite_float()(v) for v in parts)
+        except (ValueError, argparse.ArgumentTypeError):
+            raise ConfigError(
+                f"--bounds must be lo,hi (two finite numbers), not {args.bounds!r}"
+            ) from None
+        if not lo < hi:
+            raise ConfigError("--bounds: lo must be below hi")
         bounds = (lo, hi)
     fn = em_reconstruct if args.method == "em" else bayes_reconstruct
     rec = fn(
@@ -181,8 +210,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--input", required=True, help="CSV file")
-        p.add_argument("--sep", default=",", help="field separator (default ',')")
-        p.add_argument("--seed", type=int, help="reproducible randomness (experiments only)")
+        p.add_argument(
+            "--sep",
+            default=None,
+            help="field separator (default: sniffed from the input, ';' or ',')",
+        )
+        p.add_argument(
+            "--seed",
+            type=bounded_int(0, 2**63 - 1),
+            help="reproducible randomness (experiments only)",
+        )
 
     p = sub.add_parser(
         "rr",
@@ -195,7 +232,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--qi", required=True, help="comma-separated quasi-identifiers")
     p.add_argument("--sensitive", required=True)
     p.add_argument("--scheme", default="rr-both", choices=["rr-both", "rr-s", "rr-qi"])
-    p.add_argument("--l", type=float, help="risk bound 1/l; parameters chosen optimally")
+    p.add_argument(
+        "--l", type=finite_float(1.0), help="risk bound 1/l; parameters chosen optimally"
+    )
     p.add_argument("--p", help="explicit retention probabilities QI...,S ('none' = keep)")
     p.add_argument("--output", help="randomized CSV (default: stdout)")
     p.add_argument("--params", help="write the published parameters as JSON")
@@ -210,7 +249,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     common(p)
     p.add_argument("--qi", required=True)
     p.add_argument(
-        "--lambda", dest="lam", type=int, default=1, help="attributes replaced per record"
+        "--lambda",
+        dest="lam",
+        type=bounded_int(0, 100_000),
+        default=1,
+        help="attributes replaced per record",
     )
     p.add_argument("--output")
     p.set_defaults(handler=_ra)
@@ -224,7 +267,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     common(p)
     p.add_argument("--qi", required=True)
     p.add_argument("--sensitive", required=True)
-    p.add_argument("--l", type=int, required=True)
+    p.add_argument("--l", type=bounded_int(1, 1_000_000), required=True)
     p.add_argument("--out", required=True, help="folder for qit.csv, st.csv, permuted.csv")
     p.set_defaults(handler=_anatomy)
 
@@ -237,7 +280,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     common(p)
     p.add_argument("--columns", required=True, help="numeric columns to perturb")
     p.add_argument("--noise", choices=["uniform", "gaussian"], default="gaussian")
-    p.add_argument("--scale", type=float, required=True, help="half-width (uniform) or sigma")
+    p.add_argument(
+        "--scale",
+        type=finite_float(0.0, lo_open=True),
+        required=True,
+        help="half-width (uniform) or sigma",
+    )
     p.add_argument("--output")
     p.set_defaults(handler=_noise)
 
@@ -251,8 +299,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     common(p)
     p.add_argument("--column", required=True)
     p.add_argument("--noise", choices=["uniform", "gaussian"], default="gaussian")
-    p.add_argument("--scale", type=float, required=True)
-    p.add_argument("--bins", type=int, default=20)
+    p.add_argument("--scale", type=finite_float(0.0, lo_open=True), required=True)
+    p.add_argument("--bins", type=bounded_int(1, MAX_BINS), default=20)
     p.add_argument("--bounds", help="lo,hi range of the original values")
     p.add_argument("--method", choices=["em", "bayes"], default="em")
     p.add_argument(

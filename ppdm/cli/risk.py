@@ -19,7 +19,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ppdm.cli._args import bounded_int
 from ppdm.errors import ConfigError
+
+#: Largest ``reidentify --n`` and ``--known``, and cells (n x known) one simulated
+#: database may have.
+MAX_INDIVIDUALS = 100_000_000
+MAX_KNOWN = 10_000
+MAX_SIMULATED_CELLS = 100_000_000
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,8 +38,13 @@ __all__ = ["register"]
 def _write(doc: Any, out: str | None) -> None:
     text = json.dumps(doc, indent=2, default=str) + "\n"
     if out:
-        Path(out).write_text(text)
-    sys.stdout.write(text)
+        from ppdm.cli._args import atomic_file
+
+        with atomic_file(out) as tmp:  # whole or not at all
+            tmp.write_text(text)
+    from ppdm.cli._output import json_mode, render_document
+
+    sys.stdout.write(text if json_mode() else render_document(json.loads(text)) + "\n")
 
 
 def _read_table(path: str, sep: str) -> pd.DataFrame:
@@ -120,13 +132,23 @@ def _run_reidentify(args: argparse.Namespace) -> int:
         return 0
     if args.n is None or args.n < 0:
         raise ConfigError("--n (number of other individuals) is required and >= 0")
-    doc: dict[str, Any] = {
-        "n": args.n,
-        "known": args.known,
-        "values": args.values,
-        "closed_form_collision": collision_probability(args.n, args.known, args.values),
-        "union_bound": collision_bound(args.n, args.known, args.values),
-    }
+    if args.trials > 0 and (args.n + 1) * max(args.known, 1) > MAX_SIMULATED_CELLS:
+        raise ConfigError(
+            f"--n x --known above {MAX_SIMULATED_CELLS:,} values per simulated database: "
+            "lower them, or pass --trials 0 for the closed forms only"
+        )
+    try:
+        doc: dict[str, Any] = {
+            "n": args.n,
+            "known": args.known,
+            "values": args.values,
+            "closed_form_collision": collision_probability(args.n, args.known, args.values),
+            "union_bound": collision_bound(args.n, args.known, args.values),
+        }
+    except OverflowError:
+        raise ConfigError(
+            "--values to the power --known is beyond floating point: lower them"
+        ) from None
     if args.trials > 0:
         sim = simulate_reidentification(
             args.n, args.known, args.values, trials=args.trials, rng=seed
@@ -149,7 +171,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--population", help="population table for journalist/marketer risk")
     p.add_argument("--public", help="identified public table for a linkage attack")
     p.add_argument("--public-id", help="column naming the individuals of --public")
-    p.add_argument("--sep", default=",", help="CSV separator (default ',')")
+    p.add_argument(
+        "--sep",
+        default=None,
+        help="CSV separator (default: sniffed from the input, ';' or ',')",
+    )
     p.add_argument(
         "--hierarchy",
         action="append",
@@ -161,7 +187,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--statements", type=int, default=1, help="negative facts the attacker knows (1)"
     )
-    p.add_argument("--out", help="also write the JSON report to this file")
+    p.add_argument("--output", dest="out", help="also write the JSON document to this file")
+    p.add_argument("--out", dest="out", help=argparse.SUPPRESS)  # the old spelling
     p.set_defaults(handler=_run_risk)
 
     q = subparsers.add_parser(
@@ -169,11 +196,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="re-identification chance when B attributes of a person are known",
         description="Closed form 1-(1-R^-B)^n and bound n/R^B beside a simulation.",
     )
-    q.add_argument("--n", type=int, help="number of other individuals")
-    q.add_argument("--known", type=int, required=True, help="known attributes/items B")
-    q.add_argument("--values", type=int, default=2, help="values per attribute R (2)")
+    q.add_argument("--n", type=bounded_int(0, MAX_INDIVIDUALS), help="number of other individuals")
+    q.add_argument(
+        "--known",
+        type=bounded_int(0, MAX_KNOWN),
+        required=True,
+        help="known attributes/items B",
+    )
+    q.add_argument(
+        "--values", type=bounded_int(2, 2**62), default=2, help="values per attribute R (2)"
+    )
     q.add_argument("--trials", type=int, default=200, help="simulated databases/targets")
     q.add_argument("--transactions", help="FIMI file: measure uniqueness of B known items")
     q.add_argument("--seed", type=int, help="seed (reproducible simulation)")
-    q.add_argument("--out", help="also write the JSON to this file")
+    q.add_argument("--output", dest="out", help="also write the JSON document to this file")
+    q.add_argument("--out", dest="out", help=argparse.SUPPRESS)  # the old spelling
     q.set_defaults(handler=_run_reidentify)

@@ -1,7 +1,15 @@
 """``ppdm simulate JOB ...``: run a job for all parties on the in-process network.
 
 Job-specific sub-commands come from any :mod:`ppdm.cli` module that defines
-``register_simulate(subparsers)``; this module adds ``secure-sum``.
+``register_simulate(subparsers)``; this module adds ``secure-sum`` and ``psi-align``, and
+every other job of the registry (:mod:`ppdm.jobs.registry`) gets the generic form
+
+    ppdm simulate JOB [--parties N] [--param KEY=VALUE ...] [--input PARTY.KEY=JSON ...]
+                      [--data KEY=FILE,FILE,...] [--output FILE]
+
+``--param`` are the job's public parameters (as in ``ppdm job run``), ``--input`` a
+party's private input (its ``[inputs]`` table, e.g. ``--input alice.set_union='["a"]'``)
+and ``--data`` one data file per party for the ``[data]`` entry ``KEY``, in party order.
 """
 
 from __future__ import annotations
@@ -97,6 +105,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         hook = getattr(module, "register_simulate", None)
         if hook is not None:
             hook(jobs)
+    _register_generic(jobs)
     for job_parser in jobs.choices.values():
         add_plot_argument(job_parser)
         add_link_arguments(job_parser)
@@ -180,7 +189,11 @@ def _register_psi_align(jobs: argparse._SubParsersAction) -> None:
     psi.add_argument("--overlap", type=float, default=0.5, help="with --generate: common share")
     psi.add_argument("--seed", type=int, default=1, help="with --generate: id offset")
     psi.add_argument("--id-column", default="record_id", help="the id column of the files")
-    psi.add_argument("--sep", default=",", help="CSV field separator")
+    psi.add_argument(
+        "--sep",
+        default=None,
+        help="CSV field separator (default: sniffed from the input, ';' or ',')",
+    )
     psi.add_argument("--method", default="oprf", choices=["oprf", "ec"])
     psi.add_argument("--timeout", type=float, default=120.0, help="receive timeout in seconds")
     psi.add_argument("--output", help="also write the JSON document to this file")
@@ -218,6 +231,110 @@ def _psi_align(args: argparse.Namespace) -> int:
         doc = simulate_job(
             "psi-align", contexts, params, timeout=args.timeout, link=link_from_args(args)
         )
+    write_json(doc, args.output)
+    return 0
+
+
+def _register_generic(jobs: argparse._SubParsersAction) -> None:
+    """``ppdm simulate JOB`` for every registered job without its own sub-command."""
+    line = ppdm.cli.command_line
+    if line is not None and "simulate" not in line:
+        return  # not reachable from this command line: keep the start light
+    from ppdm.jobs.registry import get_job, job_names
+
+    for name in job_names():
+        if name in jobs.choices:
+            continue
+        spec = get_job(name)
+        known = ", ".join(f"{k}={v!r}" for k, v in sorted(spec.defaults.items())) or "none"
+        cmd = jobs.add_parser(
+            name,
+            help=spec.summary,
+            description=f"{spec.summary[:1].upper()}{spec.summary[1:]}, every party on the "
+            f"in-process network. Parameters and their defaults: {known}.",
+        )
+        cmd.add_argument("--parties", type=int, default=None, help="party count (default 3)")
+        cmd.add_argument(
+            "--param",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="job parameter; VALUE is read as JSON if it parses, else as a string",
+        )
+        cmd.add_argument(
+            "--input",
+            action="append",
+            default=[],
+            metavar="PARTY.KEY=JSON",
+            help="a party's private input (its [inputs] table), e.g. alice.secure_sum=3",
+        )
+        cmd.add_argument(
+            "--data",
+            action="append",
+            default=[],
+            metavar="KEY=FILE,FILE,...",
+            help="one data file per party (in party order) for the [data] entry KEY",
+        )
+        cmd.add_argument("--timeout", type=float, default=120.0, help="receive timeout (s)")
+        cmd.add_argument("--output", help="also write the JSON document to this file")
+        cmd.set_defaults(handler=functools.partial(_generic, name))
+
+
+def _generic_contexts(args: argparse.Namespace) -> dict[str, PartyContext]:
+    """The parties' contexts of the generic form: names, [inputs] and [data] tables."""
+    import json
+
+    data: dict[str, list[str]] = {}
+    for item in args.data:
+        key, sep, files = item.partition("=")
+        paths = [f.strip() for f in files.split(",") if f.strip()]
+        if not sep or not key.strip() or not paths:
+            raise ConfigError(f"--data expects KEY=FILE,FILE,..., got {item!r}")
+        missing = [f for f in paths if not Path(f).is_file()]
+        if missing:
+            raise ConfigError(f"no such file: {missing[0]}")
+        data[key.strip()] = paths
+    counts = {len(v) for v in data.values()}
+    if len(counts) > 1:
+        raise ConfigError("every --data entry needs the same number of files (one per party)")
+    n = args.parties if args.parties is not None else (counts.pop() if counts else 3)
+    if not 2 <= n <= 64:
+        raise ConfigError("need --parties in [2, 64]")
+    if data and any(len(v) != n for v in data.values()):
+        raise ConfigError(f"--data needs one file per party ({n})")
+    names = party_names(n)
+    inputs: dict[str, dict[str, Any]] = {p: {} for p in names}
+    for item in args.input:
+        target, sep, raw = item.partition("=")
+        party, dot, key = target.partition(".")
+        if not sep or not dot or not key:
+            raise ConfigError(f"--input expects PARTY.KEY=JSON, got {item!r}")
+        if party not in inputs:
+            raise ConfigError(f"--input names {party!r}, not one of {', '.join(names)}")
+        try:
+            inputs[party][key] = json.loads(raw)
+        except json.JSONDecodeError:
+            inputs[party][key] = raw
+    return {
+        p: PartyContext(
+            name=p,
+            settings={"inputs": inputs[p], "data": {k: v[i] for k, v in data.items()}},
+            base_dir=Path.cwd(),
+        )
+        for i, p in enumerate(names)
+    }
+
+
+def _generic(name: str, args: argparse.Namespace) -> int:
+    from ppdm.cli.job import parse_params
+    from ppdm.jobs.document import simulate_job
+    from ppdm.jobs.registry import get_job
+
+    if not args.timeout > 0:
+        raise ConfigError("--timeout must be positive")
+    params = get_job(name).params(parse_params(args.param))  # unknown names: one line
+    contexts = _generic_contexts(args)
+    doc = simulate_job(name, contexts, params, timeout=args.timeout, link=link_from_args(args))
     write_json(doc, args.output)
     return 0
 

@@ -62,6 +62,7 @@ __all__ = [
     "detect_format",
     "open_party_source",
     "partition_file",
+    "party_engine",
     "read_party_records",
     "read_party_transactions",
     "read_records",
@@ -184,21 +185,41 @@ def open_party_source(ctx: PartyContext, key: str, *, fmt: str = "auto", sep: st
     )
 
 
+def party_engine(ctx: PartyContext) -> Any:
+    """The node's compute engine (:func:`ppdm.compute.engine_for`): the ``[compute]``
+    table of the party's settings, the embedded engine by default."""
+    from ppdm.compute import engine_for
+
+    return engine_for(ctx.settings, party=ctx.name)
+
+
+def _party_spec(ctx: PartyContext, key: str) -> Any:
+    """The checked entry ``[data] key`` of the party's settings."""
+    from ppdm.sources import parse_data_entry
+
+    table = ctx.settings.get("data", {}) or {}
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"party {ctx.name!r}: [data] must be a table")
+    if key not in table:
+        raise ConfigError(
+            f"party {ctx.name!r} has no data file {key!r} in the [data] table of its settings file"
+        )
+    return parse_data_entry(key, table[key], base_dir=Path(ctx.base_dir))
+
+
 def read_party_transactions(
     ctx: PartyContext, key: str, *, fmt: str = "auto", sep: str = ",", counter: bool = False
 ) -> Any:
-    """The party's transactions ``[data] key`` through its data source: the whole
-    :class:`TransactionDB`, or with ``counter=True`` what horizontal association rules
-    count on (the in-memory database for small inputs, else a streamed counter that
-    scans the source once per level in bounded memory)."""
-    source = open_party_source(ctx, key, fmt=fmt, sep=sep)
+    """The party's transactions ``[data] key`` through its node's compute engine: the
+    whole :class:`TransactionDB`, or with ``counter=True`` what horizontal association
+    rules count on (embedded: the in-memory database for small inputs, else a streamed
+    counter that scans the source once per level in bounded memory; Spark: a counter
+    whose every level is one Spark job)."""
+    engine = party_engine(ctx)
+    spec = _party_spec(ctx, key)
     if not counter:
-        with source:
-            return source.transactions()
-    result = source.local_counter()
-    if isinstance(result, TransactionDB):
-        source.close()
-    return result  # a streamed counter keeps its source open until it is collected
+        return engine.transactions(spec, fmt=fmt, sep=sep)
+    return engine.local_counter(spec, fmt=fmt, sep=sep)
 
 
 def read_party_records(
@@ -211,35 +232,33 @@ def read_party_records(
     require_all: bool = True,
     stream_ok: bool = False,
 ) -> Records:
-    """:func:`read_records` through the party's data source ``[data] key``: only the id
-    column and the wanted attributes are read (a SQL ``SELECT`` of those columns, a
-    Parquet projection). With ``stream_ok`` (horizontal k-means) a large table (``engine
-    = "stream"``, or ``auto`` above ``ppdm.sources.MEMORY_ROWS`` rows) that has the id
-    column is not loaded: ``x`` is a :class:`ppdm.sources.StreamedRecords` that scans the
-    source once per iteration."""
-    source = open_party_source(ctx, key, sep=sep)
-    try:
-        available = source.column_names()
-        if columns is None:
-            wanted = [c for c in available if c != id_column]
-        else:
-            wanted = [c for c in columns if c in available or require_all]
-        has_id = id_column is not None and id_column in available
-        if stream_ok and id_column is not None and has_id and source.stream_records():
-            names = [c for c in wanted if c != id_column]
-            streamed = source.streamed_records(names, id_column)
-            return Records(streamed.ids, names, streamed)  # the source stays open
-        if has_id:
-            wanted = [id_column, *[c for c in wanted if c != id_column]]
-        df = source.read_frame(wanted)
-        records = records_from_frame(
-            df, source.describe(), id_column=id_column, columns=columns, require_all=require_all
-        )
-    except BaseException:
-        source.close()
-        raise
-    source.close()
-    return records
+    """:func:`read_records` through the party's node's compute engine, ``[data] key``:
+    only the id column and the wanted attributes are read (a SQL ``SELECT`` of those
+    columns, a Parquet projection). With ``stream_ok`` (horizontal k-means) a table that
+    has the id column may stay where it is: ``x`` is then the engine's
+    :class:`ppdm.mining.kmeans.LocalRecords` (embedded: a
+    :class:`ppdm.sources.StreamedRecords` for a large table, ``engine = "stream"`` or
+    ``auto`` above ``ppdm.sources.MEMORY_ROWS`` rows; Spark: its partitioned records,
+    every Lloyd step one Spark job)."""
+    engine = party_engine(ctx)
+    spec = _party_spec(ctx, key)
+    available = engine.column_names(spec, sep=sep)
+    if columns is None:
+        wanted = [c for c in available if c != id_column]
+    else:
+        wanted = [c for c in columns if c in available or require_all]
+    has_id = id_column is not None and id_column in available
+    if stream_ok and id_column is not None and has_id:
+        names = [c for c in wanted if c != id_column]
+        local = engine.local_records(spec, names, id_column, sep=sep)
+        if local is not None:
+            return Records(local.ids, names, local)  # the source stays open
+    if has_id:
+        wanted = [id_column, *[c for c in wanted if c != id_column]]
+    df = engine.read_frame(spec, wanted, sep=sep)
+    return records_from_frame(
+        df, spec.describe(), id_column=id_column, columns=columns, require_all=require_all
+    )
 
 
 def records_from_frame(
@@ -906,7 +925,7 @@ def _align_params(merged: Mapping[str, Any]) -> dict[str, Any]:
     the size bounds of the alignment, ``max_set_ratio`` (default 2.0) and
     ``min_set_size`` (default 10), as in the ``psi-align`` job
     (:func:`ppdm.jobs.psi.bounds`)."""
-    from ppdm.jobs.psi import bounds
+    from ppdm.jobs._alignment import bounds
 
     align = _flag(merged, "align")
     method = _choice(merged, "align_method", ("oprf", "ec"))

@@ -23,8 +23,6 @@ import numpy as np
 from ppdm.errors import ConfigError
 from ppdm.jobs.registry import JobSpec, PartyContext, register_job
 from ppdm.parties.network import Network
-from ppdm.protocols.additive_sum import additive_sum
-from ppdm.protocols.dot_product_paillier import dot_product_paillier
 
 __all__ = ["generated_input"]
 
@@ -61,6 +59,10 @@ def _private_vector(ctx: PartyContext, key: str) -> np.ndarray:
 
 def run_dot_product(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> dict[str, Any]:
     """Run :func:`dot_product_paillier` between ``holder`` and ``other``."""
+    # Imported per run: a node registers every job at start, and gmpy2 and the
+    # Paillier tables are not needed until a Paillier job runs.
+    from ppdm.protocols.dot_product_paillier import dot_product_paillier
+
     length = _int_param(params, "length", low=0, high=100_000_000)
     seed = _int_param(params, "seed", low=0, high=2**63 - 1)
     bits = _int_param(params, "bits", low=1, high=62)
@@ -104,6 +106,8 @@ def run_secure_sum_shared(
     net: Network, params: Mapping[str, Any], ctx: PartyContext
 ) -> dict[str, Any]:
     """Run :func:`additive_sum` on this party's input."""
+    from ppdm.protocols.additive_sum import additive_sum
+
     length = _int_param(params, "length", low=0, high=100_000_000)
     seed = _int_param(params, "seed", low=0, high=2**63 - 1)
     aggregator = params.get("aggregator") or None

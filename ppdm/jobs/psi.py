@@ -31,11 +31,11 @@ them; set sizes and a party's row positions stay out of it.
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Mapping
 from typing import Any
 
 from ppdm.errors import ConfigError
+from ppdm.jobs._alignment import bounds
 from ppdm.jobs.registry import JobSpec, PartyContext, register_job
 from ppdm.jobs.set_ops import generated_ids
 from ppdm.parties.network import Network
@@ -73,24 +73,6 @@ def ids_digest(ids: list[Any]) -> str:
         )
         h.update(len(raw).to_bytes(4, "big") + raw)
     return h.hexdigest()
-
-
-def bounds(params: Mapping[str, Any]) -> tuple[float, int]:
-    """The validated size bounds of an alignment: ``(max_set_ratio, min_set_size)``
-    (defaults 2.0 and 10, when the job has no such parameter); :class:`ConfigError`
-    naming the bad parameter."""
-    ratio = params.get("max_set_ratio", DEFAULT_MAX_SET_RATIO)
-    if (
-        isinstance(ratio, bool)
-        or not isinstance(ratio, int | float)
-        or not math.isfinite(ratio)
-        or ratio < 1
-    ):
-        raise ConfigError("max_set_ratio must be a finite number >= 1")
-    size = params.get("min_set_size", DEFAULT_MIN_SET_SIZE)
-    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-        raise ConfigError("min_set_size must be an int >= 0")
-    return float(ratio), size
 
 
 def party_ids(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> list[Any]:

@@ -2,9 +2,11 @@
 
 Bottom-up:
 
-* :mod:`~ppdm.mining.itemsets`, :mod:`~ppdm.mining.rules`, :mod:`~ppdm.mining.readers` —
-  local mining (Apriori, FP-growth, Eclat; rules with support, confidence, lift), used by
-  each party on its own data and as the centralized reference;
+* :mod:`~ppdm.mining.transactions`, :mod:`~ppdm.mining.readers`,
+  :mod:`~ppdm.mining.kernel`, :mod:`~ppdm.mining.itemsets`, :mod:`~ppdm.mining.rules` —
+  local mining (the transaction database and its readers; the compiled Eclat kernel;
+  Apriori, FP-growth, Eclat; rules in bulk with mlxtend's measures), used by each party
+  on its own data and as the centralized reference;
 * :mod:`~ppdm.mining.partition` — splitting a data set among parties;
 * :mod:`~ppdm.mining.horizontal_rules` — association rules over horizontally partitioned
   transactions (Kantarcioglu & Clifton 2004);
@@ -12,9 +14,11 @@ Bottom-up:
   transactions (Vaidya & Clifton 2002, 2005);
 * :mod:`~ppdm.mining.kmeans` — horizontal and vertical k-means.
 
-Notebooks: :func:`frequent_itemsets_df` and :func:`association_rules_df` return pandas
-DataFrames in mlxtend's layout, and every function taking transactions also takes a
-one-hot DataFrame or a column of item lists (:func:`as_transaction_db`).
+Notebooks: :func:`frequent_itemsets_df` and :func:`association_rules_df` take mlxtend's
+arguments and return its DataFrames (``apriori`` and ``fpgrowth`` are mlxtend's call
+forms, :mod:`~ppdm.mining.notebook`); distributed results have ``.to_frame()``; every
+function taking transactions also takes a one-hot DataFrame or a column of item lists
+(:func:`as_transaction_db`).
 
 Seed 000 section 20.5; leakage and cost of each protocol in ``docs/mining.md``.
 """
@@ -25,6 +29,7 @@ from ppdm.mining.itemsets import (
     TransactionDB,
     apriori_gen,
     as_transaction_db,
+    eclat_forest,
     frequent_itemsets,
     frequent_itemsets_df,
     join_step,
@@ -32,21 +37,35 @@ from ppdm.mining.itemsets import (
     prune_step,
     support_counts,
 )
+from ppdm.mining.kernel import ItemsetForest
 from ppdm.mining.kmeans import KMeansResult, horizontal_kmeans, vertical_kmeans
+from ppdm.mining.notebook import apriori, fpgrowth
 from ppdm.mining.partition import horizontal_split, vertical_split
 from ppdm.mining.readers import from_onehot, from_transactions, read_basket_csv, read_fimi
-from ppdm.mining.rules import Rule, association_rules, association_rules_df, rules_to_frame
+from ppdm.mining.rules import (
+    Rule,
+    RuleTable,
+    association_rules,
+    association_rules_df,
+    rule_table,
+    rules_to_frame,
+)
 from ppdm.mining.vertical_rules import vertical_association_rules
 
 __all__ = [
     "AssocResult",
+    "ItemsetForest",
     "KMeansResult",
     "Rule",
+    "RuleTable",
     "TransactionDB",
+    "apriori",
     "apriori_gen",
     "as_transaction_db",
     "association_rules",
     "association_rules_df",
+    "eclat_forest",
+    "fpgrowth",
     "frequent_itemsets",
     "frequent_itemsets_df",
     "from_onehot",
@@ -59,6 +78,7 @@ __all__ = [
     "prune_step",
     "read_basket_csv",
     "read_fimi",
+    "rule_table",
     "rules_to_frame",
     "support_counts",
     "vertical_association_rules",

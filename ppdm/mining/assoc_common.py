@@ -108,6 +108,50 @@ class AssocResult:
         rules = association_rules(itemsets, n, min_confidence=c)
         return cls(n, s, c, dict(itemsets), rules, True, levels)
 
+    def to_frame(self) -> Any:
+        """The rules as a pandas DataFrame in mlxtend's layout (columns of
+        :func:`ppdm.mining.rules.association_rules_df`); without revealed counts the
+        measure columns are ``NaN``. ``itemsets_frame`` gives the frequent itemsets."""
+        import pandas as pd
+
+        from ppdm.mining.rules import RULE_COLUMNS, rules_to_frame
+
+        if self.counts_revealed:
+            return rules_to_frame(self.rules)
+        frame = pd.DataFrame(
+            {
+                "antecedents": pd.Series(
+                    [frozenset(map(native_label, r["antecedent"])) for r in self.rules],
+                    dtype=object,
+                ),
+                "consequents": pd.Series(
+                    [frozenset(map(native_label, r["consequent"])) for r in self.rules],
+                    dtype=object,
+                ),
+            }
+        )
+        for col in RULE_COLUMNS[2:]:
+            frame[col] = float("nan")
+        return frame
+
+    def itemsets_frame(self) -> Any:
+        """The frequent itemsets as mlxtend's frame (``support``, ``itemsets``); support
+        ``NaN`` when counts were not revealed."""
+        import pandas as pd
+
+        n = self.n_transactions
+        return pd.DataFrame(
+            {
+                "support": pd.Series(
+                    [float("nan") if v is None else v / n for v in self.itemsets.values()],
+                    dtype=float,
+                ),
+                "itemsets": pd.Series(
+                    [frozenset(map(native_label, k)) for k in self.itemsets], dtype=object
+                ),
+            }
+        )
+
     def to_json(self) -> dict[str, Any]:
         def label(x: Any) -> Any:
             return int(x) if isinstance(x, int) else x

@@ -3,10 +3,10 @@
 Every party runs these on its own data, and the centralized reference of the distributed
 protocols (issue 5) is the same code run on the pooled data.
 
-The data structure is :class:`TransactionDB`: rows are transactions, columns are items;
-it stores the rows as a sparse CSR structure (so that sparse basket data such as retail
-fits in memory) and builds packed ``uint64`` bit-columns per item on demand (so that
-support counting is ``np.bitwise_and`` plus ``np.bitwise_count``).
+The data structure is :class:`~ppdm.mining.transactions.TransactionDB` (re-exported
+here): rows are transactions, columns are items, stored as CSR with packed ``uint64``
+bit-columns per item built on demand. The readers of :mod:`ppdm.mining.readers` build it;
+this module uses them, never the other way round.
 
 The miners follow the literature:
 
@@ -31,12 +31,14 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import Any, Literal
 
 import numpy as np
 
+from ppdm.mining import readers
+from ppdm.mining.kernel import COMPILED, ItemsetForest, mine_forest
+from ppdm.mining.transactions import TransactionDB
 from ppdm.progress import Progress, progress_task
 
 __all__ = [
@@ -56,7 +58,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-Method = Literal["fpgrowth", "apriori", "eclat"]
+Method = Literal["auto", "fpgrowth", "apriori", "eclat"]
 
 # Bytes of bitsets materialized at once when counting a batch of Apriori candidates.
 _CHUNK_BYTES = 32 << 20
@@ -119,322 +121,6 @@ def _popcount_rows(x: np.ndarray) -> np.ndarray:
     if x.shape[1] == 0:
         return np.zeros(x.shape[0], dtype=np.int64)
     return np.bitwise_count(x).sum(axis=1, dtype=np.int64)
-
-
-@dataclass(eq=False)
-class TransactionDB:
-    """A transaction database: ``n_transactions`` rows over the item labels ``items``.
-
-    Stored as CSR: the items of transaction ``t`` are ``items[indices[indptr[t]:
-    indptr[t + 1]]]``, with ``indices`` strictly increasing inside a row (a transaction is a
-    set). Build instances with the readers of :mod:`ppdm.mining.readers`
-    (``from_transactions``, ``read_fimi``, ...) or :meth:`from_csr`.
-
-    Attributes
-    ----------
-    n_transactions : int
-        Number of transactions (rows), empty transactions included.
-    items : numpy.ndarray
-        Sorted distinct item labels (``int64`` for FIMI data, strings for baskets). Items
-        may have support 0 (e.g. after :meth:`subset`).
-    indptr, indices : numpy.ndarray
-        The CSR structure (``int64``): row pointers and item positions into ``items``.
-
-    Notes
-    -----
-    The column-wise bitset of item ``x`` (:meth:`bitset`) is a packed ``uint64`` array of
-    ``ceil(n / 64)`` words in which bit ``t % 64`` of word ``t // 64`` is set iff transaction
-    ``t`` contains ``x``. Bitsets are built lazily and cached.
-
-    Examples
-    --------
-    >>> from ppdm.mining.readers import from_transactions
-    >>> db = from_transactions([[1, 2, 3], [1, 2], [2, 3], [1, 3], [1, 2, 3]])
-    >>> db.n_transactions, db.items.tolist()
-    (5, [1, 2, 3])
-    >>> db.support_count({1, 2})
-    3
-    >>> sorted(db.project([2, 3]).transactions())
-    [(2,), (2, 3), (2, 3), (2, 3), (3,)]
-    """
-
-    n_transactions: int
-    items: np.ndarray
-    indptr: np.ndarray
-    indices: np.ndarray
-    _csc: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
-    _bits: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
-    _pos: dict[Any, int] | None = field(default=None, repr=False)
-
-    def __post_init__(self) -> None:
-        self.n_transactions = int(self.n_transactions)
-        self.items = np.asarray(self.items)
-        self.indptr = np.asarray(self.indptr, dtype=np.int64)
-        self.indices = np.asarray(self.indices, dtype=np.int64)
-        if self.items.ndim != 1 or self.indptr.ndim != 1 or self.indices.ndim != 1:
-            raise ValueError("items, indptr and indices must be 1-D arrays")
-        if len(self.indptr) != self.n_transactions + 1:
-            raise ValueError("indptr must have n_transactions + 1 entries")
-        if self.n_transactions and (self.indptr[0] != 0 or self.indptr[-1] != len(self.indices)):
-            raise ValueError("indptr must start at 0 and end at len(indices)")
-        if np.any(np.diff(self.indptr) < 0):
-            raise ValueError("indptr must be non-decreasing")
-        if len(self.indices) and (self.indices.min() < 0 or self.indices.max() >= len(self.items)):
-            raise ValueError("indices must be positions into items")
-        if len(self.items) > 1 and not np.all(self.items[1:] > self.items[:-1]):
-            raise ValueError("items must be sorted and distinct")
-        if len(self.indices) > 1:
-            rising = self.indices[1:] > self.indices[:-1]
-            row_starts = np.zeros(len(self.indices), dtype=bool)
-            starts = self.indptr[:-1][np.diff(self.indptr) > 0]
-            row_starts[starts] = True
-            if not np.all(rising | row_starts[1:]):
-                raise ValueError("indices must be strictly increasing within each row")
-
-    # -- construction -------------------------------------------------------------------
-
-    @classmethod
-    def from_csr(
-        cls, n_transactions: int, items: np.ndarray, indptr: np.ndarray, indices: np.ndarray
-    ) -> TransactionDB:
-        """Build from a validated CSR structure (see the class docstring)."""
-        return cls(n_transactions, items, indptr, indices)
-
-    @classmethod
-    def from_pairs(
-        cls, n_transactions: int, items: np.ndarray, rows: np.ndarray, cols: np.ndarray
-    ) -> TransactionDB:
-        """Build from ``(row, item position)`` pairs in any order, duplicates allowed."""
-        n_items = len(items)
-        rows = np.asarray(rows, dtype=np.int64)
-        cols = np.asarray(cols, dtype=np.int64)
-        if len(rows) != len(cols):
-            raise ValueError("rows and cols must have the same length")
-        if len(rows) and (rows.min() < 0 or rows.max() >= n_transactions):
-            raise ValueError("row index out of range")
-        if len(cols) and (cols.min() < 0 or cols.max() >= n_items):
-            raise ValueError("item position out of range")
-        key = np.unique(rows * max(n_items, 1) + cols)
-        r = key // max(n_items, 1)
-        c = key % max(n_items, 1)
-        indptr = np.zeros(n_transactions + 1, dtype=np.int64)
-        np.cumsum(np.bincount(r, minlength=n_transactions), out=indptr[1:])
-        return cls(n_transactions, items, indptr, c)
-
-    # -- basic access -------------------------------------------------------------------
-
-    def __len__(self) -> int:
-        return self.n_transactions
-
-    @property
-    def n_items(self) -> int:
-        """Number of item labels (columns)."""
-        return len(self.items)
-
-    @property
-    def n_words(self) -> int:
-        """Length in ``uint64`` words of one bit-column."""
-        return (self.n_transactions + 63) // 64
-
-    def row_ids(self) -> np.ndarray:
-        """The transaction index of every CSR entry (aligned with ``indices``)."""
-        return np.repeat(np.arange(self.n_transactions, dtype=np.int64), np.diff(self.indptr))
-
-    def transactions(self) -> Iterator[tuple]:
-        """Iterate over the transactions as tuples of item labels in sorted order."""
-        labels = self.items.tolist()
-        ind = self.indices.tolist()
-        ptr = self.indptr.tolist()
-        for t in range(self.n_transactions):
-            yield tuple(labels[i] for i in ind[ptr[t] : ptr[t + 1]])
-
-    def transaction_lengths(self) -> np.ndarray:
-        """Number of items of every transaction."""
-        return np.diff(self.indptr)
-
-    def item_position(self, item: Any) -> int:
-        """Position of the label ``item`` in :attr:`items`; ``KeyError`` if absent."""
-        if self._pos is None:
-            self._pos = {x: i for i, x in enumerate(self.items.tolist())}
-        key = item.item() if isinstance(item, np.generic) else item
-        try:
-            return self._pos[key]
-        except (KeyError, TypeError):
-            raise KeyError(f"item {item!r} is not in the database") from None
-
-    def item_positions(self, itemset: Iterable[Any]) -> np.ndarray:
-        """Positions of the labels of ``itemset`` (sorted, distinct)."""
-        return np.array(sorted({self.item_position(x) for x in itemset}), dtype=np.int64)
-
-    def item_counts(self) -> np.ndarray:
-        """Support count of every single item, aligned with :attr:`items`."""
-        return np.bincount(self.indices, minlength=self.n_items).astype(np.int64)
-
-    def to_dense(self, positions: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
-        """Boolean matrix ``(n_transactions, k)`` of the given item positions (all items by
-        default)."""
-        if positions is None:
-            out = np.zeros((self.n_transactions, self.n_items), dtype=bool)
-            out[self.row_ids(), self.indices] = True
-            return out
-        positions = np.asarray(positions, dtype=np.int64)
-        col_of = np.full(self.n_items, -1, dtype=np.int64)
-        col_of[positions] = np.arange(len(positions))
-        out = np.zeros((self.n_transactions, len(positions)), dtype=bool)
-        c = col_of[self.indices]
-        keep = c >= 0
-        out[self.row_ids()[keep], c[keep]] = True
-        return out
-
-    def to_frame(self) -> Any:
-        """The transactions as a one-hot pandas DataFrame: one boolean column per item
-        (the column label is the item), one row per transaction -- the layout of
-        mlxtend's ``TransactionEncoder`` output, which :func:`as_transaction_db` reads back.
-
-        >>> from ppdm.mining.readers import from_transactions
-        >>> from_transactions([["milk", "bread"], ["bread"]]).to_frame()
-           bread   milk
-        0   True   True
-        1   True  False
-        """
-        import pandas as pd
-
-        return pd.DataFrame(self.to_dense(), columns=self.items.tolist())
-
-    # -- vertical layout ----------------------------------------------------------------
-
-    def tidlists(self) -> tuple[np.ndarray, np.ndarray]:
-        """CSC view ``(colptr, tids)``: transactions containing item position ``i`` are
-        ``tids[colptr[i]:colptr[i + 1]]`` (sorted)."""
-        if self._csc is None:
-            order = np.argsort(self.indices, kind="stable")
-            tids = self.row_ids()[order]
-            colptr = np.zeros(self.n_items + 1, dtype=np.int64)
-            np.cumsum(np.bincount(self.indices, minlength=self.n_items), out=colptr[1:])
-            self._csc = (colptr, tids)
-        return self._csc
-
-    def bit_matrix(self, positions: Sequence[int] | np.ndarray) -> np.ndarray:
-        """Packed bit-columns ``(k, n_words)`` (``uint64``) of the given item positions."""
-        positions = np.asarray(positions, dtype=np.int64)
-        out = np.zeros((len(positions), self.n_words), dtype=np.uint64)
-        if len(positions) == 0 or self.n_transactions == 0:
-            return out
-        colptr, tids = self.tidlists()
-        lens = colptr[positions + 1] - colptr[positions]
-        starts = np.repeat(colptr[positions], lens)
-        offs = np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens)
-        t = tids[starts + offs]
-        row = np.repeat(np.arange(len(positions), dtype=np.int64), lens)
-        key = row * self.n_words + (t >> 6)
-        vals = np.left_shift(np.uint64(1), (t & 63).astype(np.uint64))
-        if len(key):
-            uniq, first = np.unique(key, return_index=True)
-            out.reshape(-1)[uniq] = np.bitwise_or.reduceat(vals, first)
-        return out
-
-    def bitset(self, item: Any) -> np.ndarray:
-        """The packed ``uint64`` bit-column of the label ``item`` (cached, read-only)."""
-        p = self.item_position(item)
-        b = self._bits.get(p)
-        if b is None:
-            b = self.bit_matrix([p])[0]
-            b.flags.writeable = False
-            self._bits[p] = b
-        return b
-
-    def cover(self, itemset: Iterable[Any]) -> np.ndarray:
-        """Boolean mask of the transactions that contain every item of ``itemset`` (a label
-        that is not in the database is contained in none)."""
-        mask = np.ones(self.n_transactions, dtype=bool)
-        colptr, tids = self.tidlists()
-        for item in set(itemset):
-            try:
-                p = self.item_position(item)
-            except KeyError:
-                return np.zeros(self.n_transactions, dtype=bool)
-            m = np.zeros(self.n_transactions, dtype=bool)
-            m[tids[colptr[p] : colptr[p + 1]]] = True
-            mask &= m
-        return mask
-
-    def support_count(self, itemset: Iterable[Any]) -> int:
-        """Number of transactions containing every item of ``itemset`` (``n`` if empty).
-
-        A label that is not in the database has support 0.
-        """
-        items = set(itemset)
-        if not items:
-            return self.n_transactions
-        try:
-            cols = [self.bitset(x) for x in items]
-        except KeyError:
-            return 0
-        acc = cols[0].copy()
-        for b in cols[1:]:
-            np.bitwise_and(acc, b, out=acc)
-        return int(np.bitwise_count(acc).sum(dtype=np.int64))
-
-    # -- partitions ---------------------------------------------------------------------
-
-    def subset(self, rows: Sequence[int] | np.ndarray) -> TransactionDB:
-        """Horizontal partition: the transactions ``rows`` (indices or a boolean mask), in
-        the given order, over the same item labels."""
-        rows = np.asarray(rows)
-        if rows.dtype == bool:
-            if len(rows) != self.n_transactions:
-                raise ValueError("boolean row mask has the wrong length")
-            rows = np.flatnonzero(rows)
-        rows = rows.astype(np.int64)
-        if len(rows) and (rows.min() < 0 or rows.max() >= self.n_transactions):
-            raise ValueError("row index out of range")
-        lens = self.indptr[rows + 1] - self.indptr[rows]
-        indptr = np.zeros(len(rows) + 1, dtype=np.int64)
-        np.cumsum(lens, out=indptr[1:])
-        starts = np.repeat(self.indptr[rows], lens)
-        offs = np.arange(indptr[-1]) - np.repeat(indptr[:-1], lens)
-        return TransactionDB(len(rows), self.items.copy(), indptr, self.indices[starts + offs])
-
-    def project(self, items: Iterable[Any]) -> TransactionDB:
-        """Vertical partition: the same transactions restricted to the labels ``items``."""
-        pos = self.item_positions(items)
-        new_of = np.full(self.n_items, -1, dtype=np.int64)
-        new_of[pos] = np.arange(len(pos))
-        c = new_of[self.indices]
-        keep = c >= 0
-        indptr = np.zeros(self.n_transactions + 1, dtype=np.int64)
-        np.cumsum(np.bincount(self.row_ids()[keep], minlength=self.n_transactions), out=indptr[1:])
-        return TransactionDB(self.n_transactions, self.items[pos], indptr, c[keep])
-
-    def replace_columns(self, items: Iterable[Any], matrix: np.ndarray) -> TransactionDB:
-        """A copy in which the columns of the labels ``items`` (sorted order) are replaced
-        by the boolean ``matrix`` of shape ``(n_transactions, k)``; used by rule hiding to
-        write back sanitized columns."""
-        pos = self.item_positions(items)
-        matrix = np.asarray(matrix, dtype=bool)
-        if matrix.shape != (self.n_transactions, len(pos)):
-            raise ValueError(
-                f"matrix must have shape {(self.n_transactions, len(pos))}, got {matrix.shape}"
-            )
-        drop = np.zeros(self.n_items, dtype=bool)
-        drop[pos] = True
-        keep = ~drop[self.indices]
-        r_new, c_new = np.nonzero(matrix)
-        rows = np.concatenate([self.row_ids()[keep], r_new])
-        cols = np.concatenate([self.indices[keep], pos[c_new]])
-        return TransactionDB.from_pairs(self.n_transactions, self.items.copy(), rows, cols)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, TransactionDB):
-            return NotImplemented
-        return (
-            self.n_transactions == other.n_transactions
-            and np.array_equal(self.items, other.items)
-            and np.array_equal(self.indptr, other.indptr)
-            and np.array_equal(self.indices, other.indices)
-        )
-
-    __hash__ = None  # type: ignore[assignment]
 
 
 def support_counts(db: TransactionDB, itemsets: Iterable[Iterable[Any]]) -> np.ndarray:
@@ -609,55 +295,34 @@ def eclat(
 ) -> dict[frozenset, int]:
     """Frequent itemsets by Eclat (Zaki, IEEE TKDE 2000) on packed bitsets.
 
-    Depth-first over prefixes in ascending-support order; at a prefix ``P`` with frequent
-    extensions ``x_1 < ... < x_m`` the bitsets of ``P x_i x_j`` for all ``j > i`` are one
-    ``bitwise_and`` of a matrix with a row, then a popcount. Words that are zero in the
-    prefix's bitset are dropped from the children (tid-set shrinking on sparse data).
+    Depth-first over prefixes in ascending-support order; the tid-sets of a prefix's
+    extensions are intersections of ``uint64`` bit-columns, with the words that are zero
+    in the prefix dropped from its children (tid-set shrinking on sparse data). The search
+    is :func:`ppdm.mining.kernel.mine_forest`: compiled when the extension is built, else
+    one vectorized numpy call per prefix class.
     """
+    forest = eclat_forest(db, min_support, max_len=max_len, progress=progress)
+    return forest.to_dict()
+
+
+def eclat_forest(
+    db: TransactionDB,
+    min_support: float,
+    *,
+    max_len: int | None = None,
+    progress: Progress | None = None,
+    compiled: bool | None = None,
+) -> ItemsetForest:
+    """:func:`eclat`'s itemsets as arrays (an :class:`~ppdm.mining.kernel.ItemsetForest`),
+    without a Python object per itemset: what :func:`frequent_itemsets_df` and the rules
+    in bulk (:func:`ppdm.mining.rules.rule_table`) read. ``compiled=False`` forces the
+    numpy search (same result)."""
     minc = min_count(min_support, db.n_transactions)
     max_len = _check_max_len(max_len)
-    counts = db.item_counts()
-    freq1 = np.flatnonzero(counts >= minc)
-    if len(freq1) == 0:
-        return {}
-    order = freq1[np.lexsort((freq1, counts[freq1]))]  # ascending support
-    bits = db.bit_matrix(order)
-    found: dict[tuple, int] = {}
-    with progress_task(progress, "eclat", len(order)) as prog:
-        _eclat_rec((), bits, order, counts[order], minc, max_len, found, prog)
-    return _to_labels(db, found)
-
-
-def _eclat_rec(
-    prefix: tuple,
-    bits: np.ndarray,
-    ids: np.ndarray,
-    cnts: np.ndarray,
-    minc: int,
-    max_len: int,
-    found: dict[tuple, int],
-    prog: Progress | None,
-) -> None:
-    m = len(ids)
-    id_list = ids.tolist()
-    cnt_list = cnts.tolist()
-    for i in range(m):
-        new = (*prefix, id_list[i])
-        found[new] = cnt_list[i]
-        if i + 1 < m and len(new) < max_len:
-            row = bits[i]
-            nz = np.flatnonzero(row)
-            if len(nz) * 2 < len(row):
-                x = bits[i + 1 :, nz]
-                np.bitwise_and(x, row[nz], out=x)
-            else:
-                x = np.bitwise_and(bits[i + 1 :], row)
-            c = _popcount_rows(x)
-            keep = c >= minc
-            if keep.any():
-                _eclat_rec(new, x[keep], ids[i + 1 :][keep], c[keep], minc, max_len, found, None)
-        if prog is not None:
-            prog.advance()
+    with progress_task(progress, "eclat", 1) as prog:
+        forest = mine_forest(db, minc, max_len, compiled=compiled)
+        prog.advance()
+    return forest
 
 
 def fpgrowth(
@@ -780,7 +445,20 @@ def _fp_rec(
             prog.advance()
 
 
-_MINERS = {"apriori": apriori, "eclat": eclat, "fpgrowth": fpgrowth}
+def _auto(
+    db: TransactionDB,
+    min_support: float,
+    *,
+    max_len: int | None = None,
+    progress: Progress | None = None,
+) -> dict[frozenset, int]:
+    """The fastest search measured (``benchmarks/mining.py``): the compiled Eclat when
+    the extension is built, else the numpy FP-growth."""
+    miner = eclat if COMPILED else fpgrowth
+    return miner(db, min_support, max_len=max_len, progress=progress)
+
+
+_MINERS = {"auto": _auto, "apriori": apriori, "eclat": eclat, "fpgrowth": fpgrowth}
 
 
 #: What :func:`as_transaction_db` accepts, for error messages.
@@ -821,11 +499,7 @@ def as_transaction_db(data: Any, *, argument: str = "transactions") -> Transacti
     ...
     TypeError: transactions must be a TransactionDB, a one-hot pandas DataFrame ...
     """
-    from ppdm.mining import readers
-
-    # (readers.TransactionDB is this module's class; both are named so that a second copy
-    # of this module -- pytest's importlib doctest collection -- still recognizes it.)
-    if isinstance(data, TransactionDB | readers.TransactionDB):
+    if isinstance(data, TransactionDB):
         return data
 
     try:
@@ -884,7 +558,7 @@ def frequent_itemsets(
     db: TransactionDB | Any,
     min_support: float,
     *,
-    method: Method = "fpgrowth",
+    method: Method = "auto",
     max_len: int | None = None,
     progress: Progress | None = None,
 ) -> dict[frozenset, int]:
@@ -898,8 +572,9 @@ def frequent_itemsets(
     min_support : float
         Relative threshold in ``(0, 1]``; an itemset is frequent iff its count is at least
         :func:`min_count` ``(min_support, db.n_transactions)``.
-    method : {'fpgrowth', 'apriori', 'eclat'}
-        The search; all three return the same result.
+    method : {'auto', 'eclat', 'fpgrowth', 'apriori'}
+        The search; all return the same result. ``'auto'`` (the default) is the compiled
+        Eclat kernel when built (:mod:`ppdm.mining.kernel`), else the numpy FP-growth.
     max_len : int, optional
         Longest itemset to report.
     progress : Progress, optional
@@ -931,53 +606,113 @@ def frequent_itemsets(
 
 def frequent_itemsets_df(
     data: TransactionDB | Any,
-    min_support: float,
+    min_support: float = 0.5,
     *,
-    method: Method = "fpgrowth",
+    use_colnames: bool = True,
     max_len: int | None = None,
+    verbose: int = 0,
+    low_memory: bool = False,
+    n_jobs: int = 1,
+    null_values: bool = False,
+    method: Method = "auto",
     progress: Progress | None = None,
 ) -> Any:
     """:func:`frequent_itemsets` as a pandas DataFrame in mlxtend's layout.
 
-    Columns ``support`` (relative, float) and ``itemsets`` (frozensets of item labels),
-    like ``mlxtend.frequent_patterns.fpgrowth(df, min_support, use_colnames=True)``; rows
+    Columns ``support`` (relative, float) and ``itemsets`` (frozensets), like
+    ``mlxtend.frequent_patterns.fpgrowth(df, min_support=..., use_colnames=True)``; rows
     sorted by decreasing support, then size and items (deterministic). Feed it to
     :func:`ppdm.mining.rules.association_rules_df` (or to mlxtend's
-    ``association_rules``) for the rules.
+    ``association_rules``) for the rules. The frame is built once from the kernel's arrays
+    (:func:`eclat_forest`) when ``method`` is ``'auto'`` or ``'eclat'``.
+
+    Parameters
+    ----------
+    data
+        The transactions in any layout :func:`as_transaction_db` accepts.
+    min_support : float
+        Relative threshold in ``(0, 1]`` (mlxtend's default 0.5).
+    use_colnames : bool
+        Items as labels (the default here, mlxtend's ``use_colnames=True``) or, when False,
+        as the column positions of a one-hot DataFrame (of the sorted labels otherwise),
+        as mlxtend reports them.
+    max_len : int, optional
+        Longest itemset to report.
+    verbose, low_memory, n_jobs
+        mlxtend's execution options, accepted so that its calls run unchanged; they do not
+        change the result.
+    null_values : bool
+        mlxtend's missing-value mode; only False is supported.
+    method, progress
+        As in :func:`frequent_itemsets`.
 
     Examples
     --------
     >>> import pandas as pd
     >>> onehot = pd.DataFrame({"bread": [1, 1, 0, 1], "milk": [1, 0, 1, 1]}).astype(bool)
-    >>> found = frequent_itemsets_df(onehot, 0.5)
+    >>> found = frequent_itemsets_df(onehot, min_support=0.5, use_colnames=True)
     >>> list(found.columns), found["support"].tolist()
     (['support', 'itemsets'], [0.75, 0.75, 0.5])
     >>> [sorted(s) for s in found["itemsets"]]
     [['bread'], ['milk'], ['bread', 'milk']]
+    >>> [sorted(s) for s in frequent_itemsets_df(onehot, 0.5, use_colnames=False)["itemsets"]]
+    [[0], [1], [0, 1]]
     """
     import pandas as pd
 
+    del verbose, low_memory, n_jobs  # execution options of mlxtend; same result
+    if null_values:
+        raise ValueError(
+            "frequent_itemsets_df: null_values=True (mlxtend's missing-value "
+            "mode) is not supported; fill or drop missing cells first"
+        )
     db = as_transaction_db(data, argument="data")
-    found = frequent_itemsets(db, min_support, method=method, max_len=max_len, progress=progress)
     n = db.n_transactions
-
-    rows = sorted(found.items(), key=lambda kv: (-kv[1], len(kv[0]), _sort_key(kv[0])))
+    if use_colnames:
+        names = [_native_label(x) for x in db.items.tolist()]
+    elif isinstance(data, pd.DataFrame) and (
+        data.shape[1] != 1 or _onehot_dtype(pd, data.dtypes.iloc[0])
+    ):
+        col = {c: i for i, c in enumerate(data.columns)}
+        names = [col[x] for x in db.items.tolist()]
+    else:
+        names = list(range(db.n_items))
+    if method in ("auto", "eclat") and (COMPILED or method == "eclat"):
+        forest = eclat_forest(db, min_support, max_len=max_len, progress=progress)
+        members = forest.members()
+        counts = forest.count
+    else:
+        found = frequent_itemsets(
+            db, min_support, method=method, max_len=max_len, progress=progress
+        )
+        sets = [db.item_positions(k) for k in found]
+        width = max((len(x) for x in sets), default=0)
+        members = np.full((len(sets), width), -1, dtype=np.int64)
+        for i, x in enumerate(sets):
+            members[i, : len(x)] = x
+        counts = np.fromiter(found.values(), dtype=np.int64, count=len(found))
+    sizes = (members >= 0).sum(axis=1) if members.size else np.ones(len(counts), np.int64)
+    # Positions follow the sorted labels, so sorting positions sorts the labels.
+    keys = [members[:, j] for j in range(members.shape[1] - 1, -1, -1)]
+    order = np.lexsort([*keys, sizes, -counts]) if len(counts) else np.zeros(0, np.int64)
+    rows = members[order].tolist()
     return pd.DataFrame(
         {
-            "support": pd.Series([c / n for _, c in rows], dtype=float),
+            "support": pd.Series(counts[order] / n, dtype=float),
             "itemsets": pd.Series(
-                [frozenset(_native_label(x) for x in s) for s, _ in rows], dtype=object
+                [frozenset([names[i] for i in r if i >= 0]) for r in rows], dtype=object
             ),
         }
     )
 
 
+def _onehot_dtype(pd: Any, dt: Any) -> bool:
+    return bool(
+        pd.api.types.is_bool_dtype(dt)
+        or pd.api.types.is_integer_dtype(dt)
+        or isinstance(dt, pd.SparseDtype)
+    )
+
+
 def _native_label(x: Any) -> Any:
     return x.item() if isinstance(x, np.generic) else x
-
-
-def _sort_key(items: frozenset) -> tuple:
-    try:
-        return tuple(sorted(items))
-    except TypeError:
-        return tuple(sorted(map(repr, items)))

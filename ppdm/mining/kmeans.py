@@ -125,6 +125,19 @@ class KMeansResult:
             "cluster_sizes": self.history[-1]["sizes"] if self.history else [],
         }
 
+    def to_frame(self) -> Any:
+        """The clusters as a pandas DataFrame: one row per cluster, the center's
+        coordinates (``x0``, ``x1``, ...; vertical: this party's columns) and ``size``."""
+        import pandas as pd
+
+        centers = np.asarray(self.centers, dtype=float)
+        frame = pd.DataFrame(centers, columns=[f"x{j}" for j in range(centers.shape[1])])
+        sizes = self.history[-1]["sizes"] if self.history else None
+        if sizes is not None and len(sizes) == len(frame):
+            frame["size"] = np.asarray(sizes, dtype=np.int64)
+        frame.index.name = "cluster"
+        return frame
+
 
 def assign(x: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Closest center of each row (ties to the lowest index) and its squared distance."""

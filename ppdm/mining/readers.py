@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ppdm.errors import ConfigError
-from ppdm.mining.itemsets import TransactionDB
+from ppdm.mining.transactions import TransactionDB
 
 __all__ = [
     "from_onehot",

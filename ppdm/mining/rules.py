@@ -14,20 +14,28 @@ because moving items from the antecedent to the consequent can only lower the co
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ppdm.mining.itemsets import apriori_gen
 
 __all__ = [
+    "METRICS",
     "RULE_COLUMNS",
+    "ItemsetTable",
     "Rule",
+    "RuleTable",
     "association_rules",
     "association_rules_df",
     "is_confident",
+    "rule_measures",
+    "rule_table",
     "rules_from_records",
     "rules_to_frame",
     "rules_to_json",
@@ -141,6 +149,11 @@ def association_rules(
         Sorted by decreasing confidence, then decreasing support count, then size and
         items, so the order is deterministic.
 
+    Notes
+    -----
+    The rules are generated in bulk by :func:`rule_table` (arrays, one numpy pass per
+    consequent size); only the returned :class:`Rule` objects are built one by one.
+
     Examples
     --------
     >>> from ppdm.mining.readers import from_transactions
@@ -152,56 +165,394 @@ def association_rules(
      '{1} -> {3} (supp=0.5, conf=1)', '{2, 3} -> {5} (supp=0.5, conf=1)',
      '{3, 5} -> {2} (supp=0.5, conf=1)']
     """
-    c = float(min_confidence)
-    if not (0.0 <= c <= 1.0) or math.isnan(c):
-        raise ValueError(f"min_confidence must be in [0, 1], got {min_confidence!r}")
+    c = _check_confidence(min_confidence)
     n = int(n_transactions)
     if n <= 0:
         return []
-    keyed: list[tuple[tuple, Rule]] = []
+    table = rule_table(itemsets, min_confidence=c)
+    return table.to_rules(n)
 
-    def count(s: frozenset) -> int:
+
+def _check_confidence(min_confidence: float) -> float:
+    c = float(min_confidence)
+    if not (0.0 <= c <= 1.0) or math.isnan(c):
+        raise ValueError(f"min_confidence must be in [0, 1], got {min_confidence!r}")
+    return c
+
+
+# -- rules in bulk ------------------------------------------------------------------------
+
+_PAD = np.iinfo(np.int64).max
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    """Steele, Lea & Flood's SplitMix64 finalizer (OOPSLA 2014): a fixed 64-bit mixing
+    of each value. A deterministic hash for itemset keys, not a source of randomness."""
+    z = x.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@dataclass(frozen=True)
+class ItemsetTable:
+    """Itemsets as arrays: ``members`` ``(N, L)`` item positions into ``labels``, sorted in
+    each row and padded with ``-1``; ``sizes``; ``values`` (support counts, or relative
+    supports when only those are known)."""
+
+    labels: list[Any]
+    members: np.ndarray
+    sizes: np.ndarray
+    values: np.ndarray
+
+    @classmethod
+    def from_mapping(cls, itemsets: Mapping[frozenset, Any]) -> ItemsetTable:
+        """From ``{itemset: count or support}``, vectorized over the flattened items."""
+        keys = list(itemsets.keys())
+        values = np.array(list(itemsets.values()))
+        if values.dtype.kind not in "iuf" and len(values):
+            values = values.astype(float)
+        return cls.from_sets(keys, values)
+
+    @classmethod
+    def from_sets(cls, sets: list[Any], values: np.ndarray) -> ItemsetTable:
+        lens = np.fromiter(map(len, sets), dtype=np.int64, count=len(sets))
+        flat = list(itertools.chain.from_iterable(sets))
+        labels = sorted_items(set(flat))
+        pos_of = {x: i for i, x in enumerate(labels)}
+        pos = np.fromiter(map(pos_of.__getitem__, flat), dtype=np.int64, count=len(flat))
+        width = int(lens.max()) if len(sets) else 0
+        row = np.repeat(np.arange(len(sets)), lens)
+        order = np.lexsort((pos, row))
+        col = np.arange(len(flat)) - np.repeat(np.cumsum(lens) - lens, lens)
+        members = np.full((len(sets), width), -1, dtype=np.int64)
+        members[row, col] = pos[order]
+        return cls(labels, members, lens, np.asarray(values))
+
+
+@dataclass(frozen=True)
+class RuleTable:
+    """Association rules as arrays (the output of :func:`rule_table`).
+
+    Rule ``r`` is ``X -> Y`` with ``X | Y``, ``X`` and ``Y`` the itemsets
+    ``itemset[r]``, ``antecedent[r]`` and ``consequent[r]`` of ``table`` (row indices);
+    rows are in the order of :func:`association_rules`.
+    """
+
+    table: ItemsetTable
+    itemset: np.ndarray
+    antecedent: np.ndarray
+    consequent: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.itemset)
+
+    @property
+    def labels(self) -> list[Any]:
+        """The item labels the positions refer to."""
+        return self.table.labels
+
+    @property
+    def antecedents(self) -> np.ndarray:
+        """``(R, L)`` item positions of the antecedents, sorted, padded with ``-1``."""
+        return self.table.members[self.antecedent]
+
+    @property
+    def consequents(self) -> np.ndarray:
+        """``(R, L)`` item positions of the consequents, sorted, padded with ``-1``."""
+        return self.table.members[self.consequent]
+
+    @property
+    def support(self) -> np.ndarray:
+        """Value (count or relative support) of ``X | Y``."""
+        return self.table.values[self.itemset]
+
+    @property
+    def antecedent_support(self) -> np.ndarray:
+        return self.table.values[self.antecedent]
+
+    @property
+    def consequent_support(self) -> np.ndarray:
+        return self.table.values[self.consequent]
+
+    def _sets(self, idx: np.ndarray) -> list[frozenset]:
+        """The itemsets ``idx`` as frozensets; one object per distinct itemset (the
+        antecedents and consequents of many rules are the same few itemsets)."""
+        if len(idx) == 0:
+            return []
+        uniq, inv = np.unique(idx, return_inverse=True)
+        labels = self.table.labels
+        rows = self.table.members[uniq].tolist()
+        sets = [frozenset([labels[i] for i in r if i >= 0]) for r in rows]
+        return [sets[i] for i in inv.ravel().tolist()]
+
+    def to_rules(self, n: int) -> list[Rule]:
+        """:class:`Rule` objects; ``n`` transactions (values are counts)."""
+        cz = self.support
+        conf = cz / self.antecedent_support
+        lift = conf / (self.consequent_support / n)
+        out = []
+        new = object.__new__
+        setattr_ = object.__setattr__
+        for a, c, z, s, cf, lf in zip(
+            self._sets(self.antecedent),
+            self._sets(self.consequent),
+            cz.tolist(),
+            (cz / n).tolist(),
+            conf.tolist(),
+            lift.tolist(),
+            strict=True,
+        ):
+            r = new(Rule)
+            # The frozen dataclass's fields, as its generated __init__ sets them.
+            setattr_(
+                r,
+                "__dict__",
+                {
+                    "antecedent": a,
+                    "consequent": c,
+                    "support_count": int(z),
+                    "support": s,
+                    "confidence": cf,
+                    "lift": lf,
+                },
+            )
+            out.append(r)
+        return out
+
+    def to_frame(self, n: int | None, *, num_itemsets: float | None = None) -> Any:
+        """The rules as mlxtend's DataFrame (:data:`RULE_COLUMNS`), built once from the
+        arrays; ``n`` transactions when the values are counts, ``None`` when they are
+        relative supports."""
+        import pandas as pd
+
+        scale = 1.0 if n is None else float(n)
+        s_ac = self.support / scale
+        s_a = self.antecedent_support / scale
+        s_c = self.consequent_support / scale
+        m = rule_measures(s_ac, s_a, s_c, num_itemsets=num_itemsets)
+        data: dict[str, Any] = {
+            "antecedents": pd.Series(self._sets(self.antecedent), dtype=object),
+            "consequents": pd.Series(self._sets(self.consequent), dtype=object),
+        }
+        for col in RULE_COLUMNS[2:]:
+            data[col] = m[col]
+        return pd.DataFrame(data, columns=list(RULE_COLUMNS))
+
+
+def rule_measures(
+    s_ac: np.ndarray, s_a: np.ndarray, s_c: np.ndarray, *, num_itemsets: float | None = None
+) -> dict[str, np.ndarray]:
+    """mlxtend's measures of rules with supports ``s_ac``, ``s_a``, ``s_c``, vectorized
+    (the same floating-point operations as :func:`_measures`; with ``num_itemsets`` the
+    confidences are mlxtend 0.25's ``(s_ac * N) / (s_a * N)``)."""
+    s_ac = np.asarray(s_ac, dtype=float)
+    s_a = np.asarray(s_a, dtype=float)
+    s_c = np.asarray(s_c, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        conf = _confidence(s_ac, s_a, num_itemsets)
+        conf_ca = _confidence(s_ac, s_c, num_itemsets)
+        lift = conf / s_c
+        leverage = s_ac - s_a * s_c
+        conviction = np.where(conf >= 1.0, np.inf, (1.0 - s_c) / (1.0 - conf))
+        denom = np.maximum(s_ac * (1 - s_a), s_a * (s_c - s_ac))
+        zhang = np.where(denom == 0, 0.0, leverage / denom)
+        jaccard = s_ac / (s_a + s_c - s_ac)
+        certainty = np.where(s_c == 1, 0.0, (conf - s_c) / (1 - s_c))
+        kulczynski = (conf + conf_ca) / 2
+    return {
+        "antecedent support": s_a,
+        "consequent support": s_c,
+        "support": s_ac,
+        "confidence": conf,
+        "lift": lift,
+        "representativity": np.ones(len(s_ac)),
+        "leverage": leverage,
+        "conviction": conviction,
+        "zhangs_metric": zhang,
+        "jaccard": jaccard,
+        "certainty": certainty,
+        "kulczynski": kulczynski,
+    }
+
+
+def rule_table(
+    itemsets: Mapping[frozenset, Any] | ItemsetTable,
+    *,
+    min_confidence: float,
+    scale: float | None = None,
+) -> RuleTable:
+    """All rules ``X -> Y`` with ``v(X | Y) / v(X) >= min_confidence``, in bulk.
+
+    With ``scale`` the test is ``(v(X | Y) * scale) / (v(X) * scale) >= min_confidence``,
+    mlxtend's floating-point form of the confidence of relative supports
+    (``sAC * num_itemsets / (sA * num_itemsets)``), so that rules at the threshold are
+    kept or dropped exactly as mlxtend does.
+
+    Agrawal & Srikant's ``ap-genrules`` (VLDB 1994) over every itemset at once: the
+    consequents of size ``m + 1`` are the Apriori candidates of the confident consequents
+    of size ``m`` of the same itemset (moving an item from ``X`` to ``Y`` can only lower
+    the confidence), each level one numpy pass over all itemsets. The value of ``X`` is
+    found by a 64-bit additive hash of item keys (:func:`_splitmix64`) and a binary search;
+    when two itemsets of the input share a hash the rules are generated one itemset at a
+    time instead, so the result is always exact.
+
+    Parameters
+    ----------
+    itemsets : Mapping[frozenset, int or float] or ItemsetTable
+        Frequent itemsets closed under subsets, with support counts (or relative
+        supports).
+    min_confidence : float
+        Threshold in ``[0, 1]``, tested as ``v(X | Y) / v(X) >= min_confidence``.
+
+    Raises
+    ------
+    ValueError
+        If an antecedent or consequent is missing from ``itemsets``.
+    """
+    c = _check_confidence(min_confidence)
+    table = itemsets if isinstance(itemsets, ItemsetTable) else ItemsetTable.from_mapping(itemsets)
+    mem, sizes, vals = table.members, table.sizes, table.values
+    n_sets, width = mem.shape if mem.ndim == 2 else (0, 0)
+    if n_sets == 0 or width < 2:
+        none = np.zeros(0, dtype=np.int64)
+        return RuleTable(table, none, none, none)
+    if width + int(n_sets).bit_length() > 63:
+        return _rule_table_slow(table, c, scale)  # (itemset, consequent) keys need 64 bits
+    item_key = _splitmix64(np.arange(len(table.labels), dtype=np.uint64))
+    valid = mem >= 0
+    keys = np.where(valid, item_key[np.where(valid, mem, 0)], np.uint64(0))
+    with np.errstate(over="ignore"):
+        h = keys.sum(axis=1, dtype=np.uint64)
+    order = np.argsort(h, kind="stable")
+    hs = h[order]
+    if len(hs) > 1 and np.any(hs[1:] == hs[:-1]):
+        return _rule_table_slow(table, c, scale)
+
+    def lookup(q: np.ndarray, what: str) -> np.ndarray:
+        i = np.searchsorted(hs, q)
+        i = np.minimum(i, len(hs) - 1)
+        ok = hs[i] == q
+        if not ok.all():
+            raise ValueError(f"itemsets are not closed under subsets: an {what} is missing")
+        return order[i]
+
+    # Level 1: every itemset of two or more items and every single consequent.
+    zs, cols = np.nonzero(valid & (sizes[:, None] >= 2))
+    ymask = np.left_shift(np.uint64(1), cols.astype(np.uint64))
+    top = cols.copy()
+    hy = keys[zs, cols]
+    parts: list[tuple[np.ndarray, ...]] = []
+    m = 1
+    while len(zs):
+        with np.errstate(over="ignore"):
+            hx = h[zs] - hy
+        xi = lookup(hx, "antecedent")
+        keep = _confidence(vals[zs], vals[xi], scale) >= c
+        zs, ymask, top, hy, xi = zs[keep], ymask[keep], top[keep], hy[keep], xi[keep]
+        parts.append((zs, xi, lookup(hy, "consequent")))
+        # Candidates of size m + 1: add an item after the last one, then Apriori's prune.
+        ext = sizes[zs] - 1 - top
+        ext = np.where(m + 1 < sizes[zs], ext, 0)
+        rep = np.repeat(np.arange(len(zs)), ext)
+        if len(rep) == 0:
+            break
+        step = np.arange(len(rep)) - np.repeat(np.cumsum(ext) - ext, ext) + 1
+        nz = zs[rep]
+        ntop = top[rep] + step
+        nmask = ymask[rep] | np.left_shift(np.uint64(1), ntop.astype(np.uint64))
+        have = np.sort(_pair_keys(zs, ymask, width))
+        good = np.ones(len(rep), dtype=bool)
+        for b in range(width):
+            bit = np.left_shift(np.uint64(1), np.uint64(b))
+            sel = ((nmask & bit) != 0) & (ntop != b)
+            if not sel.any():
+                continue
+            probe = _pair_keys(nz[sel], nmask[sel] ^ bit, width)
+            i = np.minimum(np.searchsorted(have, probe), len(have) - 1)
+            good[np.flatnonzero(sel)[have[i] != probe]] = False
+        zs, ymask, top = nz[good], nmask[good], ntop[good]
+        with np.errstate(over="ignore"):
+            hy = hy[rep][good] + keys[zs, top]
+        m += 1
+    return _ordered(table, *(np.concatenate([p[j] for p in parts]) for j in range(3)))
+
+
+def _pair_keys(zs: np.ndarray, mask: np.ndarray, width: int) -> np.ndarray:
+    """One ``uint64`` key per ``(itemset index, consequent mask)`` pair."""
+    return (zs.astype(np.uint64) << np.uint64(width)) | mask
+
+
+def _ordered(table: ItemsetTable, zs: np.ndarray, xi: np.ndarray, yi: np.ndarray) -> RuleTable:
+    """The rules in :func:`association_rules` order: confidence and support decreasing,
+    then itemset size, antecedent size, antecedent items, consequent items (items compared
+    as sorted tuples, i.e. by each itemset's rank in the lexicographic order)."""
+    if len(zs) == 0:
+        return RuleTable(table, zs, xi, yi)
+    mem = table.members
+    rank = np.empty(len(mem), dtype=np.int64)
+    rank[np.lexsort([mem[:, j] for j in range(mem.shape[1] - 1, -1, -1)])] = np.arange(len(mem))
+    vz = table.values[zs]
+    conf = vz / table.values[xi]
+    idx = np.lexsort([rank[yi], rank[xi], table.sizes[xi], table.sizes[zs], -vz, -conf])
+    return RuleTable(table, zs[idx], xi[idx], yi[idx])
+
+
+def _confidence(vz: Any, vx: Any, scale: float | None) -> Any:
+    """``vz / vx``, or mlxtend's ``(vz * scale) / (vx * scale)``."""
+    if scale is None:
+        return vz / vx
+    return (vz * scale) / (vx * scale)
+
+
+def _rule_table_slow(table: ItemsetTable, c: float, scale: float | None = None) -> RuleTable:
+    """:func:`rule_table` one itemset at a time (used on a hash collision or for itemsets
+    too long for one-word keys)."""
+    index: dict[tuple, int] = {}
+    for i, (row, s) in enumerate(zip(table.members.tolist(), table.sizes.tolist(), strict=True)):
+        index[tuple(row[:s])] = i
+    values = table.values.tolist()
+    zs: list[int] = []
+    xs: list[int] = []
+    ys: list[int] = []
+
+    def get(t: tuple, what: str) -> int:
         try:
-            return itemsets[s]
+            return index[t]
         except KeyError:
             raise ValueError(
-                f"itemsets are not closed under subsets: {sorted(map(repr, s))} is missing"
+                f"itemsets are not closed under subsets: an {what} is missing"
             ) from None
 
-    def emit(items: list, cons: tuple, cz: int, cx: int) -> None:
-        y = frozenset(cons)
-        x_items = tuple(i for i in items if i not in y)
-        rule = _make_rule(frozenset(x_items), y, cz, cx, count(y), n)
-        keyed.append(
-            ((-rule.confidence, -cz, len(items), len(x_items), x_items, tuple(cons)), rule)
-        )
-
-    for z, cz in itemsets.items():
-        if len(z) < 2:
+    for zi, (row, s) in enumerate(zip(table.members.tolist(), table.sizes.tolist(), strict=True)):
+        if s < 2:
             continue
-        items = sorted_items(z)
-        # ap-genrules: grow confident consequents level by level.
-        level: list[tuple] = []
-        for y in items:
-            cx = count(z - {y})
-            if is_confident(cz, cx, c):
-                level.append((y,))
-                emit(items, (y,), cz, cx)
+        z = tuple(row[:s])
+        vz = values[zi]
+        level = []
+        for k in range(s):
+            cons = (k,)
+            x = get(tuple(x for j, x in enumerate(z) if j != k), "antecedent")
+            if _confidence(vz, values[x], scale) >= c:
+                level.append(cons)
+                zs.append(zi)
+                xs.append(x)
+                ys.append(get((z[k],), "consequent"))
         m = 1
-        while level and m + 1 < len(z):
+        while level and m + 1 < s:
             nxt = []
             for cons in apriori_gen(level):
-                cx = count(z.difference(cons))
-                if is_confident(cz, cx, c):
+                cs = set(cons)
+                x = get(tuple(x for j, x in enumerate(z) if j not in cs), "antecedent")
+                if _confidence(vz, values[x], scale) >= c:
                     nxt.append(cons)
-                    emit(items, cons, cz, cx)
+                    zs.append(zi)
+                    xs.append(x)
+                    ys.append(get(tuple(z[j] for j in cons), "consequent"))
             level = nxt
             m += 1
-    try:
-        keyed.sort(key=lambda kr: kr[0])
-    except TypeError:
-        keyed.sort(key=lambda kr: (*kr[0][:4], repr(kr[0][4]), repr(kr[0][5])))
-    return [r for _, r in keyed]
+    return _ordered(table, *(np.array(v, dtype=np.int64) for v in (zs, xs, ys)))
 
 
 def _make_rule(x: frozenset, y: frozenset, cz: int, cx: int, cy: int, n: int) -> Rule:
@@ -253,48 +604,82 @@ def rules_from_records(records: Iterable[Mapping[str, Any]]) -> list[Rule]:
     return out
 
 
-def _frame_counts(frame: Any, n: int) -> dict[frozenset, int]:
-    """``{itemset: count}`` from a DataFrame with ``support`` and ``itemsets`` columns."""
+#: The measures of mlxtend's ``association_rules`` (its ``return_metrics`` default).
+METRICS = RULE_COLUMNS[2:]
+
+
+def _frame_table(frame: Any) -> ItemsetTable:
+    """The itemsets of a DataFrame with ``support`` and ``itemsets`` columns."""
     missing = [c for c in ("support", "itemsets") if c not in frame.columns]
     if missing:
         raise TypeError(
             "itemsets: a DataFrame of frequent itemsets needs the columns 'support' and "
             f"'itemsets' (as frequent_itemsets_df or mlxtend write); missing {missing}"
         )
-    out: dict[frozenset, int] = {}
-    for sup, items in zip(frame["support"].tolist(), frame["itemsets"].tolist(), strict=True):
+    sets = frame["itemsets"].tolist()
+    for items in sets:
         if isinstance(items, str | bytes) or not isinstance(items, Iterable):
             raise TypeError(f"itemsets: cells must be frozensets of items, got {items!r}")
-        out[frozenset(_native(x) for x in items)] = round(float(sup) * n)
-    return out
+    table = ItemsetTable.from_sets(sets, frame["support"].to_numpy(dtype=float))
+    return ItemsetTable(
+        [_native(x) for x in table.labels], table.members, table.sizes, table.values
+    )
 
 
 def association_rules_df(
     itemsets: Any,
-    n_transactions: int,
+    num_itemsets: int | None = None,
+    df_orig: Any = None,
+    null_values: bool = False,
+    metric: str = "confidence",
+    min_threshold: float = 0.8,
+    support_only: bool = False,
+    return_metrics: Iterable[str] = METRICS,
     *,
-    min_confidence: float,
+    min_confidence: float | None = None,
+    n_transactions: int | None = None,
 ) -> Any:
-    """:func:`association_rules` as a pandas DataFrame in mlxtend's layout.
+    """Association rules as a pandas DataFrame: mlxtend's ``association_rules``.
+
+    The signature, metrics and frame are those of
+    ``mlxtend.frequent_patterns.association_rules`` (0.23 to 0.25), so its documented
+    calls run unchanged: ``association_rules_df(fi, metric="confidence",
+    min_threshold=0.7)``, ``association_rules_df(fi, num_itemsets=len(df), metric="lift",
+    min_threshold=1.2)``. The rules come from :func:`rule_table` in bulk and the frame is
+    built once from its arrays.
 
     Parameters
     ----------
     itemsets : DataFrame or Mapping[frozenset, int]
         Frequent itemsets: the DataFrame of
         :func:`ppdm.mining.itemsets.frequent_itemsets_df` (or of mlxtend's miners; columns
-        ``support`` and ``itemsets``), or ``{itemset: support count}``.
-    n_transactions : int
-        Number of transactions (mlxtend's ``num_itemsets``).
-    min_confidence : float
-        Confidence threshold (mlxtend's ``metric="confidence", min_threshold=...``).
+        ``support`` and ``itemsets``), or ``{itemset: support count}`` (then
+        ``num_itemsets`` is required).
+    num_itemsets : int, optional
+        Number of transactions (mlxtend's name; ``n_transactions`` is accepted too). A
+        DataFrame's relative supports are used as they are, as mlxtend does.
+    df_orig, null_values
+        mlxtend's handling of missing values in the one-hot input; only
+        ``null_values=False`` (the default) is supported.
+    metric : str
+        One of :data:`METRICS`; rules with ``metric >= min_threshold`` are kept.
+        ``"confidence"`` prunes the search (``ap-genrules``); any other metric scores every
+        split of every itemset.
+    min_threshold : float
+        The threshold of ``metric``.
+    support_only : bool
+        mlxtend's mode for itemset tables that lack some antecedents; not needed (and
+        refused) here, where the itemsets are closed under subsets.
+    return_metrics : iterable of str
+        The measure columns to return, in :data:`RULE_COLUMNS` order.
+    min_confidence : float, optional
+        Shorthand for ``metric="confidence", min_threshold=min_confidence``.
 
     Returns
     -------
     pandas.DataFrame
-        One row per rule, columns :data:`RULE_COLUMNS` (``antecedents`` and
-        ``consequents`` frozensets, then the measures, as in
-        ``mlxtend.frequent_patterns.association_rules``), in the order of
-        :func:`association_rules`.
+        One row per rule: ``antecedents``, ``consequents`` (frozensets), then the measures,
+        in the order of :func:`association_rules`.
 
     Examples
     --------
@@ -302,8 +687,8 @@ def association_rules_df(
     >>> from ppdm.mining.itemsets import frequent_itemsets_df
     >>> baskets = pd.DataFrame({"basket": [["bread", "milk"], ["bread"], ["milk"],
     ...                                    ["bread", "milk"]]})
-    >>> rules = association_rules_df(frequent_itemsets_df(baskets, 0.5), 4,
-    ...                              min_confidence=0.6)
+    >>> fi = frequent_itemsets_df(baskets, min_support=0.5, use_colnames=True)
+    >>> rules = association_rules_df(fi, metric="confidence", min_threshold=0.6)
     >>> rules[["antecedents", "consequents", "support", "confidence"]].map(
     ...     lambda v: sorted(v) if isinstance(v, frozenset) else v)
       antecedents consequents  support  confidence
@@ -312,23 +697,46 @@ def association_rules_df(
     """
     import pandas as pd
 
-    n = int(n_transactions)
+    if null_values or df_orig is not None or support_only:
+        raise ValueError(
+            "association_rules_df: null_values/df_orig (mlxtend's missing-value mode) and "
+            "support_only are not supported; pass the itemsets of a complete one-hot table"
+        )
+    if min_confidence is not None:
+        metric, min_threshold = "confidence", min_confidence
+    n = num_itemsets if num_itemsets is not None else n_transactions
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {list(METRICS)}, got {metric!r}")
+    wanted = list(return_metrics)
+    unknown = [m for m in wanted if m not in METRICS]
+    if unknown:
+        raise ValueError(f"return_metrics: unknown metrics {unknown}")
     if isinstance(itemsets, pd.DataFrame):
-        counts = _frame_counts(itemsets, n)
+        table = _frame_table(itemsets)
+        scale = None
+        # mlxtend's confidence of relative supports (its num_itemsets defaults to 1).
+        mlx_n = float(n) if n is not None else 1.0
     elif isinstance(itemsets, Mapping):
-        counts = {frozenset(k): int(v) for k, v in itemsets.items()}
+        if n is None:
+            raise TypeError("association_rules_df: a mapping of counts needs num_itemsets")
+        table = ItemsetTable.from_mapping({frozenset(k): int(v) for k, v in itemsets.items()})
+        scale = int(n)
+        mlx_n = None
+        if scale <= 0:
+            return pd.DataFrame(columns=list(RULE_COLUMNS[:2]) + wanted)
     else:
         raise TypeError(
             "itemsets must be a DataFrame with columns 'support' and 'itemsets' or a "
             f"mapping {{frozenset: support count}}; got {type(itemsets).__name__}"
         )
-    rules = association_rules(counts, n, min_confidence=min_confidence)
-    rows = []
-    for r in rules:
-        s_a = counts[r.antecedent] / n
-        s_c = counts[r.consequent] / n
-        rows.append(_measures(r.antecedent, r.consequent, r.support, s_a, s_c))
-    return pd.DataFrame(rows, columns=list(RULE_COLUMNS))
+    if metric == "confidence":
+        rules = rule_table(table, min_confidence=float(min_threshold), scale=mlx_n)
+    else:
+        rules = rule_table(table, min_confidence=0.0)
+    frame = rules.to_frame(scale, num_itemsets=mlx_n)
+    if metric != "confidence":
+        frame = frame[frame[metric].to_numpy() >= float(min_threshold)].reset_index(drop=True)
+    return frame[[*RULE_COLUMNS[:2], *(c for c in RULE_COLUMNS[2:] if c in wanted)]]
 
 
 def rules_to_frame(rules: Iterable[Rule]) -> Any:

@@ -45,6 +45,13 @@ Settings file::
     state_dir = "state/alice"           # ledger and job records (default)
     http_listen = "127.0.0.1:9101"      # optional: /healthz, /readyz, /metrics (plain HTTP)
 
+    [console]                           # optional: the owner's web console (docs/console.md)
+    listen = "127.0.0.1:9180"           # the default; keep it on loopback
+
+    [compute]                           # optional: where local work runs (docs/scale.md)
+    engine = "embedded"                 # the default; or "spark" with master, executor_memory,
+                                        # driver_memory and conf (ppdm.compute)
+
     [limits]                            # optional; what one member can make the node hold
     max_streams_per_peer = 20           # (all fields and defaults: NodeLimits)
 
@@ -73,7 +80,7 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -104,6 +111,7 @@ __all__ = [
     "reload_party_tables",
     "update_toml",
     "update_toml_file",
+    "write_party_files",
     "write_toml",
 ]
 
@@ -137,6 +145,12 @@ class NodeLimits:
     max_unread_bytes_per_peer: int = 256 << 20
     #: bytes all peers together may have delivered to one job and it has not read yet
     max_unread_bytes_per_job: int = 1 << 30
+    #: jobs one initiator may have running at this node at once (the rest of
+    #: ``max_running_jobs`` stays free for the other members)
+    max_running_jobs_per_initiator: int = 4
+    #: how long an accepted job waits for its ``StartJob`` (the initiator's polls while
+    #: other members' owners decide extend it, up to the longest consent deadline)
+    accepted_job_ttl_s: float = 120.0
 
     @classmethod
     def from_table(cls, table: Any, where: str) -> NodeLimits:
@@ -165,6 +179,12 @@ class NodeLimits:
             raise ConfigError(
                 f"{where}.max_unread_bytes_per_peer must not exceed max_unread_bytes_per_job"
             )
+        if limits.max_running_jobs_per_initiator > limits.max_running_jobs:
+            if "max_running_jobs_per_initiator" in table:
+                raise ConfigError(
+                    f"{where}.max_running_jobs_per_initiator must not exceed max_running_jobs"
+                )
+            limits = replace(limits, max_running_jobs_per_initiator=limits.max_running_jobs)
         return limits
 
 
@@ -691,6 +711,8 @@ class PartySettings:
     limits: NodeLimits = field(default_factory=NodeLimits)
     #: ``host:port`` of the plain HTTP listener (``/healthz``, ``/readyz``, ``/metrics``)
     http_listen: str | None = None
+    #: ``host:port`` of the owner's web console (``[console] listen``; ``None``: no console)
+    console_listen: str | None = None
 
     @property
     def base_dir(self) -> Path:
@@ -751,13 +773,21 @@ def load_settings(path: str | Path, *, verify_own_certificate: bool = True) -> P
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
         raise ConfigError(f"{path}: node.job_timeout_s must be a positive number")
     workers = _int_field(node, "max_workers", DEFAULT_MAX_WORKERS, f"{path}: node", minimum=8)
-    for table in ("inputs", "data"):
+    for table in ("inputs", "data", "compute"):  # [compute]: checked by ppdm.compute
         if not isinstance(doc.get(table, {}), dict):
             raise ConfigError(f"{path}: [{table}] must be a table")
     limits = NodeLimits.from_table(doc.get("limits", {}), f"{path}: limits")
     http_listen = node.get("http_listen")
     if http_listen is not None:
         http_listen = _check_address(http_listen, f"{path}: node.http_listen")
+    console = doc.get("console")
+    if console is not None and not isinstance(console, dict):
+        raise ConfigError(f"{path}: [console] must be a table")
+    console_listen = None
+    if console is not None:
+        console_listen = _check_address(
+            console.get("listen", "127.0.0.1:9180"), f"{path}: console.listen"
+        )
     return PartySettings(
         name=name,
         consortium=consortium,
@@ -770,6 +800,7 @@ def load_settings(path: str | Path, *, verify_own_certificate: bool = True) -> P
         path=path,
         limits=limits,
         http_listen=http_listen,
+        console_listen=console_listen,
     )
 
 
@@ -1008,6 +1039,48 @@ def _write_settings(path: Path, settings: Mapping[str, Any], *, header: str) -> 
     _write_private(path, text.encode("utf-8"))
 
 
+def write_party_files(
+    out: Path,
+    party: str,
+    *,
+    consortium_name: str,
+    address: str,
+    roster: str,
+    job_timeout_s: float = DEFAULT_JOB_TIMEOUT_S,
+    inputs: Mapping[str, Any] | None = None,
+    policy_text: str | None = None,
+) -> Path:
+    """Write ``party``'s settings file ``out/PARTY.toml`` (its key and certificate at
+    ``certs/PARTY.crt`` and ``private/PARTY.key``, the roster at ``roster`` relative to
+    ``out``, listening on ``address``) and, with ``policy_text``, its data-owner policy
+    ``out/PARTY.policy.toml`` (mode 0600) that the settings' ``[node] policy`` names.
+    ``ppdm consortium init`` writes one per party, ``add-party`` one for the new member.
+    Returns the settings file."""
+    node: dict[str, Any] = {"listen": address, "job_timeout_s": float(job_timeout_s)}
+    if policy_text is not None:
+        node["policy"] = f"{party}.policy.toml"
+    settings: dict[str, Any] = {
+        "party": party,
+        "consortium": roster,
+        "tls": {"certificate": f"certs/{party}.crt", "private_key": f"private/{party}.key"},
+        "node": node,
+        "inputs": dict(inputs or {}),
+        "data": {},
+    }
+    path = out / f"{party}.toml"
+    _write_settings(
+        path,
+        settings,
+        header=(
+            f"Private settings of party {party!r} in consortium {consortium_name!r}.\n"
+            "Keep this file, its private key and its inputs on this party's host only."
+        ),
+    )
+    if policy_text is not None:
+        _write_private(out / f"{party}.policy.toml", policy_text.encode())
+    return path
+
+
 def init_consortium(
     out: str | Path,
     parties: Sequence[str],
@@ -1081,27 +1154,16 @@ def init_consortium(
         address = f"[{host}]:{ports[i]}" if ":" in host else f"{host}:{ports[i]}"
         roster.append({"name": party, "address": address, "certificate": f"certs/{party}.crt"})
         prints.append((party, address, certificate_fingerprint(cert)))
-        node: dict[str, Any] = {"listen": address, "job_timeout_s": float(job_timeout_s)}
-        if policy_text is not None:
-            node["policy"] = f"{party}.policy.toml"
-        settings: dict[str, Any] = {
-            "party": party,
-            "consortium": "consortium.toml",
-            "tls": {"certificate": f"certs/{party}.crt", "private_key": f"private/{party}.key"},
-            "node": node,
-            "inputs": {"secure_sum": int(samples[i])} if samples is not None else {},
-            "data": {},
-        }
-        _write_settings(
-            out / f"{party}.toml",
-            settings,
-            header=(
-                f"Private settings of party {party!r} in consortium {name!r}.\n"
-                "Keep this file, its private key and its inputs on this party's host only."
-            ),
+        write_party_files(
+            out,
+            party,
+            consortium_name=name,
+            address=address,
+            roster="consortium.toml",
+            job_timeout_s=job_timeout_s,
+            inputs={"secure_sum": int(samples[i])} if samples is not None else {},
+            policy_text=policy_text,
         )
-        if policy_text is not None:
-            _write_private(out / f"{party}.policy.toml", policy_text.encode())
     doc = {
         "consortium": {
             "name": name,

@@ -60,6 +60,7 @@ __all__ = [
     "JobLinks",
     "PeerStream",
     "Reassembler",
+    "ReassemblyBudget",
     "StreamWatch",
     "authenticate",
     "channel_options",
@@ -414,6 +415,11 @@ class Reassembler:
         self.envelopes += 1
         return data
 
+    @property
+    def partial_bytes(self) -> int:
+        """Bytes of the incomplete envelope held now (0 between envelopes)."""
+        return self._size
+
     def finish(self) -> None:
         """The stream ended: raise :class:`FramingError` if an envelope is incomplete."""
         if self._count:
@@ -425,6 +431,61 @@ class Reassembler:
 # Incoming streams -----------------------------------------------------------------------
 
 JobLookup = Callable[[str, float], Endpoint | None]
+
+OVER_BUDGET_REASON = "sent more incomplete envelope data than this party buffers for a job"
+
+
+class ReassemblyBudget:
+    """The bytes of incomplete (partly received, chunked) envelopes a node holds, per
+    job and sender over all of that sender's streams, and per job, counted as chunks
+    arrive against the node's ``[limits]``: ``max_unread_bytes_per_peer`` for one
+    sender's incomplete envelopes in one job, ``max_unread_bytes_per_job`` for every
+    sender's incomplete envelopes in one job plus what the job has received and not read
+    yet. Without it, reassembly is bounded only by ``max_envelope_bytes`` per stream,
+    and a member may open many streams."""
+
+    def __init__(self, per_peer: int, per_job: int) -> None:
+        self.per_peer = int(per_peer)
+        self.per_job = int(per_job)
+        self._lock = threading.Lock()
+        self._held: dict[tuple[str, str], int] = {}
+        self._job: dict[str, int] = {}
+
+    def take(self, job_id: str, peer: str, nbytes: int, *, unread: int = 0) -> bool:
+        """Count ``nbytes`` more of ``peer``'s incomplete envelopes in ``job_id``;
+        ``False`` (nothing counted) if that would pass a limit (``unread``: what the
+        job holds already, delivered and not read)."""
+        with self._lock:
+            held = self._held.get((job_id, peer), 0) + nbytes
+            job = self._job.get(job_id, 0) + nbytes
+            if held > self.per_peer or job + unread > self.per_job:
+                return False
+            self._held[(job_id, peer)] = held
+            self._job[job_id] = job
+            return True
+
+    def give_back(self, job_id: str, peer: str, nbytes: int) -> None:
+        """The envelope completed (its bytes are the endpoint's now) or its stream ended."""
+        if nbytes <= 0:
+            return
+        with self._lock:
+            held = self._held.get((job_id, peer), 0) - nbytes
+            if held > 0:
+                self._held[(job_id, peer)] = held
+            else:
+                self._held.pop((job_id, peer), None)
+            job = self._job.get(job_id, 0) - nbytes
+            if job > 0:
+                self._job[job_id] = job
+            else:
+                self._job.pop(job_id, None)
+
+    def held(self, job_id: str | None = None) -> int:
+        """Bytes held for ``job_id`` (every job's, without one)."""
+        with self._lock:
+            if job_id is None:
+                return sum(self._job.values())
+            return self._job.get(job_id, 0)
 
 
 class StreamWatch:
@@ -498,6 +559,7 @@ def handle_exchange(
     pending_wait_s: float = PENDING_JOB_WAIT_S,
     watch: StreamWatch | None = None,
     on_envelope: Callable[[str, int], None] | None = None,
+    budget: ReassemblyBudget | None = None,
 ) -> env_pb.ExchangeSummary:
     """Serve one incoming Exchange stream: authenticate, reassemble, deliver.
 
@@ -505,16 +567,35 @@ def handle_exchange(
     ``wait_s`` seconds for a job whose ``StartJob`` has not arrived yet, or ``None``.
     With ``watch``, the stream is registered there so the node can close it when idle;
     ``on_envelope(peer, nbytes)`` is called for every reassembled envelope (metrics).
+    With ``budget``, incomplete envelopes count against it as their chunks arrive; over
+    it the stream ends (``RESOURCE_EXHAUSTED``) and the job's receives from the sender
+    fail naming it.
     """
     peer = authenticate(context, consortium)
     if watch is None:
         return _serve_exchange(
-            request_iterator, context, consortium, lookup, pending_wait_s, peer, None, on_envelope
+            request_iterator,
+            context,
+            consortium,
+            lookup,
+            pending_wait_s,
+            peer,
+            None,
+            on_envelope,
+            budget,
         )
     token, entry = watch.register(context, peer)
     try:
         return _serve_exchange(
-            request_iterator, context, consortium, lookup, pending_wait_s, peer, entry, on_envelope
+            request_iterator,
+            context,
+            consortium,
+            lookup,
+            pending_wait_s,
+            peer,
+            entry,
+            on_envelope,
+            budget,
         )
     finally:
         watch.unregister(token)
@@ -529,8 +610,40 @@ def _serve_exchange(
     peer: str,
     entry: StreamWatch.Entry | None,
     on_envelope: Callable[[str, int], None] | None,
+    budget: ReassemblyBudget | None = None,
 ) -> env_pb.ExchangeSummary:
     reasm = Reassembler(consortium.max_envelope_bytes)
+    counted = [0]  # bytes of this stream's incomplete envelope counted in the budget
+    try:
+        return _reassemble(
+            request_iterator,
+            context,
+            lookup,
+            pending_wait_s,
+            peer,
+            entry,
+            on_envelope,
+            budget,
+            reasm,
+            counted,
+        )
+    finally:
+        if budget is not None and counted[0]:
+            budget.give_back(reasm.job_id or "", peer, counted[0])
+
+
+def _reassemble(
+    request_iterator: Iterator[bytes | env_pb.Frame],
+    context: grpc.ServicerContext,
+    lookup: JobLookup,
+    pending_wait_s: float,
+    peer: str,
+    entry: StreamWatch.Entry | None,
+    on_envelope: Callable[[str, int], None] | None,
+    budget: ReassemblyBudget | None,
+    reasm: Reassembler,
+    counted: list[int],
+) -> env_pb.ExchangeSummary:
     endpoint: Endpoint | None = None
     while True:
         view: env_pb.Frame | FrameView | None = None
@@ -572,12 +685,26 @@ def _serve_exchange(
                 )
             if entry is not None:
                 entry.endpoint = endpoint
+        if budget is not None and view.chunk_count > 1:  # type: ignore[union-attr]
+            # A chunk of a multi-chunk envelope is held until the envelope completes:
+            # count it before keeping it.
+            size = len(view.data)  # type: ignore[union-attr]
+            # Counted under the stream's job (the endpoint's): a frame naming another job
+            # is refused by the reassembler, and its bytes are given back under this one.
+            job_id = endpoint.job_id  # type: ignore[union-attr]
+            if not budget.take(job_id, peer, size, unread=endpoint.unread_bytes):  # type: ignore[union-attr]
+                _refuse_over_budget(context, endpoint, peer)  # type: ignore[arg-type]
+            counted[0] += size
         try:
             data = reasm.feed(view)  # type: ignore[arg-type]
         except FramingError as exc:
             _refuse_frames(context, endpoint, peer, exc)
         if data is None:
             continue
+        view = None  # the last chunk's frame: held by ``data`` only from here on
+        if budget is not None and counted[0]:
+            budget.give_back(reasm.job_id, peer, counted[0])  # type: ignore[arg-type]
+            counted[0] = 0
         # A memoryview is fine: deliver() only parses it and takes its length.
         endpoint.deliver(data, sender=peer)  # type: ignore[union-attr,arg-type]
         if on_envelope is not None:
@@ -588,6 +715,16 @@ def _serve_exchange(
         job_id = reasm.job_id or ""
         _refuse_frames(context, endpoint or lookup(job_id, 0.0), peer, exc)
     return env_pb.ExchangeSummary(frames=reasm.frames, envelopes=reasm.envelopes)
+
+
+def _refuse_over_budget(context: grpc.ServicerContext, endpoint: Endpoint, peer: str) -> None:
+    """End a stream whose incomplete envelopes passed the node's ``[limits]``; the job
+    fails naming the sender (its receives from it raise :class:`ProtocolError`, the
+    others :class:`PartyFailure` naming it)."""
+    log.warning("party %s: %s %s", peer, OVER_BUDGET_REASON, endpoint.job_id)
+    endpoint.poison(peer, OVER_BUDGET_REASON)
+    endpoint.fail_party(peer, OVER_BUDGET_REASON)
+    context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, OVER_BUDGET_REASON)
 
 
 def _refuse_frames(

@@ -22,6 +22,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
@@ -40,6 +41,7 @@ from ppdm.parties.consortium import (
     issue_certificate,
     load_consortium,
     sign_payload,
+    write_party_files,
     write_toml,
 )
 
@@ -47,6 +49,7 @@ __all__ = [
     "add_party",
     "check_successor",
     "load_ca_key",
+    "next_address",
     "remove_party",
     "roster_toml",
     "rotate_certificate",
@@ -57,6 +60,13 @@ __all__ = [
 def load_ca_key(path: str | Path, passphrase: bytes | None = None) -> ec.EllipticCurvePrivateKey:
     """The CA's private key from a PEM file (encrypted with ``passphrase`` or not)."""
     path = Path(path)
+    if not path.exists():
+        raise ConfigError(
+            f"no CA key at {path}: `ppdm consortium init` keeps the CA's private key only "
+            "when asked (--ca-passphrase-env VAR: private/ca.key encrypted with the "
+            "passphrase in VAR; --keep-ca-key: unencrypted). Without it this roster can "
+            "never change: give --ca-key the path where you keep the key"
+        )
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -199,9 +209,16 @@ def add_party(
     *,
     out: str | Path | None = None,
     validity_days: int = 365,
+    policy_text: str | None = None,
+    listen: str | None = None,
+    inputs: dict[str, Any] | None = None,
 ) -> Consortium:
     """Issue a key and certificate for a new member (``OUT/certs/NAME.crt``,
-    ``OUT/private/NAME.key``), add it to the roster file and sign the next version."""
+    ``OUT/private/NAME.key``), add it to the roster file, sign the next version, and
+    write the new member's settings ``OUT/NAME.toml`` (listening on ``listen``, default
+    ``address``; naming the roster file) and, with ``policy_text``, its policy
+    ``OUT/NAME.policy.toml``: the member starts with ``ppdm party serve OUT/NAME.toml``
+    once it holds these files (docs/deployment.md)."""
     path = Path(path)
     current = load_consortium(path)
     if not _NAME_RE.match(name):
@@ -212,10 +229,36 @@ def add_party(
     if address in {p.address for p in current.parties}:
         raise ConfigError(f"address {address} is used by another member")
     _check_ca_key(current, ca_key)
-    cert = _issue(current, ca_key, name, address, Path(out or path.parent), validity_days)
+    folder = Path(out or path.parent)
+    if (folder / f"{name}.toml").exists():
+        raise ConfigError(f"{folder / (name + '.toml')} exists: not overwritten")
+    cert = _issue(current, ca_key, name, address, folder, validity_days)
     new = _signed(replace(current, parties=(*current.parties, _entry(name, address, cert))), ca_key)
     _write_roster(path, new)
+    write_party_files(
+        folder,
+        name,
+        consortium_name=new.name,
+        address=listen or address,
+        roster=os.path.relpath(path.resolve(), folder.resolve()),
+        inputs=inputs,
+        policy_text=policy_text,
+    )
     return new
+
+
+def next_address(consortium: Consortium) -> str:
+    """The address after the roster's last member on the same host (port + 1, skipping
+    ports in use by members): the default of ``add-party`` on one machine."""
+    last = consortium.parties[-1].address
+    host, _, port = last.rpartition(":")
+    used = {p.address for p in consortium.parties}
+    n = int(port) + 1
+    while f"{host}:{n}" in used:
+        n += 1
+    if n > 65535:
+        raise ConfigError("no port left after the last member's: give --address HOST:PORT")
+    return f"{host}:{n}"
 
 
 def remove_party(path: str | Path, ca_key: ec.EllipticCurvePrivateKey, name: str) -> Consortium:

@@ -101,15 +101,27 @@ class _BitEngine:
         self.peer = session.peer
         self.first = session.is_first
         self._a = self._b = self._c = np.zeros(0, dtype=np.uint8)
+        #: Triples the next batch makes for later comparisons (no round trip of theirs).
+        self.ahead = 0
 
     def make_triples(self, count: int) -> None:
-        """``count`` bit triples ``(a, b, c = a AND b)``, XOR-shared (one round trip)."""
+        """Hold at least ``count`` bit triples ``(a, b, c = a AND b)``, XOR-shared: those
+        made ahead are used first; otherwise one round trip makes the missing ones plus
+        :attr:`ahead` more. Both parties make the same calls, so their buffers agree."""
+        held = len(self._a)
+        if held >= count:
+            return
+        count = count - held + self.ahead
+        self.ahead = 0
         a = _random_bits(count)
         b = _random_bits(count)
         # Cross terms: as sender with delta = a (peer chooses with its b), as receiver
         # choosing with b (peer's delta is its a).
         mine, theirs = self.session.correlated_bits_both(a, b)
-        self._a, self._b, self._c = a, b, (a & b) ^ mine ^ theirs
+        c = (a & b) ^ mine ^ theirs
+        self._a = np.concatenate([self._a, a])
+        self._b = np.concatenate([self._b, b])
+        self._c = np.concatenate([self._c, c])
 
     def _take(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if len(self._a) < n:
@@ -329,6 +341,10 @@ def secure_argmin(
 
     Leakage: the argmin indices only (see the module docstring).
 
+    Rounds: per tournament level the leaf OTs, ``ceil(log2 q)`` AND levels and the
+    multiplexer; the AND triples of all levels come in one batch with the first level's
+    (their count depends only on ``n`` and ``k``).
+
     Examples
     --------
     >>> from ppdm.parties.local import run_local
@@ -357,6 +373,16 @@ def secure_argmin(
     vals = [s[:, j].copy() for j in range(k)]
     idx = [np.full(n, j if first else 0, dtype=np.uint64) for j in range(k)]
     engine = _BitEngine(session)
+    # The AND triples of every tournament level are made in the first level's batch:
+    # one round trip instead of one per level (the counts are public: n and k).
+    m = min(block_bits, value_bits)
+    q = -(-value_bits // m)
+    level_sizes = []
+    width = k
+    while width > 1:
+        level_sizes.append((width // 2) * n)
+        width = width // 2 + width % 2
+    engine.ahead = sum(_tree_and_count(q, size) for size in level_sizes[1:])
     while len(vals) > 1 and n:
         pairs = len(vals) // 2
         v0 = np.concatenate([vals[2 * p] for p in range(pairs)])

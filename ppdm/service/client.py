@@ -448,6 +448,20 @@ def run_job(
                 )
                 for p in waiting
             }
+            # The members that accepted keep the job while its initiator asks about it
+            # (their [limits] accepted_job_ttl_s is shorter than a consent deadline).
+            kept = {
+                p: client.stub(p).GetJobStatus.future(
+                    pb.JobStatusRequest(job_id=job_id), timeout=5.0
+                )
+                for p in members
+                if p not in waiting and p not in records
+            }
+            for p, call in kept.items():
+                with contextlib.suppress(grpc.RpcError):  # unreachable: StartJob tells
+                    st = call.result()
+                    if st.state != pb.JOB_STATE_ACCEPTED:
+                        records[p] = _party_record(st)
             for p in list(waiting):
                 try:
                     st = asked[p].result()
@@ -497,6 +511,11 @@ def run_job(
         first_error: dict[str, float] = {}
         delay = 0.02
         quick = False
+        # A silent node is named within 2 T for every T >= 1 s (issue 23): below their
+        # defaults, the long poll, the poll's own timeout and the grace scale with T.
+        status_wait = min(STATUS_WAIT_S, wait / 8)
+        status_timeout = min(STATUS_TIMEOUT_S, max(wait / 8, 0.25))
+        silent_grace = min(SILENT_GRACE_S, wait / 4)
         while pending:
             if over_deadline():
                 for p in pending:
@@ -510,13 +529,15 @@ def run_job(
             asked_at = time.perf_counter()
             polls = {
                 p: client.stub(p).GetJobStatus.future(
-                    pb.JobStatusRequest(job_id=job_id, wait_s=STATUS_WAIT_S),
-                    timeout=STATUS_TIMEOUT_S + STATUS_WAIT_S,
+                    pb.JobStatusRequest(job_id=job_id, wait_s=status_wait),
+                    timeout=status_timeout + status_wait,
                 )
                 for p in pending
             }
             finished_any = False
-            for p in list(pending):
+            # The answers first, then the calls that failed: a silent node is judged
+            # knowing whether every other party has finished in this round.
+            for p in sorted(pending, key=lambda q: polls[q].exception() is not None):
                 try:
                     status = polls[p].result()
                 except grpc.RpcError as exc:
@@ -530,7 +551,7 @@ def run_job(
                     limit = (
                         unreachable_after_s
                         if refused
-                        else (SILENT_GRACE_S if others_done else max(wait, unreachable_after_s))
+                        else (silent_grace if others_done else max(wait, unreachable_after_s))
                     )
                     if time.perf_counter() - since >= limit:
                         what = "unreachable" if refused else "not answering"
@@ -548,7 +569,7 @@ def run_job(
                 else:
                     records[p] = _party_record(status)
                 pending.remove(p)
-            quick = not finished_any and time.perf_counter() - asked_at < STATUS_WAIT_S / 2
+            quick = not finished_any and time.perf_counter() - asked_at < status_wait / 2
     return document()
 
 
@@ -575,7 +596,9 @@ def root_cause(errors: Mapping[str, str | None]) -> str | None:
         m = _NAMES_PARTY.match(error or "")
         named[party] = (m.group(1), m.group(2)) if m and m.group(2) != party else None
     for party, who in named.items():
-        if who is None:
+        # A party whose job was only cancelled (another member did not start it) did
+        # not cause the failure.
+        if who is None and not (errors[party] or "").startswith("cancelled"):
             return party
     for who in named.values():
         if who is not None and who[0] == "protocol_error":

@@ -215,6 +215,10 @@ class VerifyReport:
     notes: list[str] = field(default_factory=list)
 
 
+#: The ledger connection's SQLite page cache, in KiB.
+LEDGER_CACHE_KIB = 256
+
+
 def ledger_path(settings: Any) -> Path:
     """The ledger file of a party: ``[node] state_dir`` of its settings (relative to the
     settings file's folder) or ``state/PARTY``, and ``ledger.sqlite`` in it."""
@@ -388,6 +392,9 @@ class Ledger:
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA busy_timeout=30000")
+            # A bounded page cache: a node's memory must not grow with its ledger (the
+            # default is 2 MiB, filled over the first several hundred jobs).
+            self._db.execute(f"PRAGMA cache_size=-{LEDGER_CACHE_KIB}")
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_TABLES)

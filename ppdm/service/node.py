@@ -42,12 +42,19 @@ would round integers above 2**53 (sums, big counts, seeds).
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import errno
+import fcntl
+import functools
 import hashlib
 import json
 import logging
 import math
 import os
 import signal
+import socket
+import subprocess
 import threading
 import time
 from collections import OrderedDict, deque
@@ -75,6 +82,7 @@ from ppdm.parties.consortium import (
 )
 from ppdm.parties.grpc_net import (
     JobLinks,
+    ReassemblyBudget,
     StreamWatch,
     authenticate,
     channel_options,
@@ -110,13 +118,21 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MAX_RUNNING_JOBS = NodeLimits.max_running_jobs  # the default; settings [limits] override
-MAX_FINISHED_JOBS = 256
+#: Finished jobs kept in memory for status calls (older ones are read from the ledger's
+#: job table): a node's memory does not grow with the number of jobs it ran.
+MAX_FINISHED_JOBS = 64
 MAX_TIMEOUT_S = 7 * 24 * 3600.0
 PROBE_INTERVAL_S = 1.0
 PROBE_FAILURES = 2
 PEER_UP_INTERVAL_S = 15.0  # every member probed this often for ppdm_peer_up (with http_listen)
-ACCEPTED_TTL_S = 120.0  # an accepted job the initiator never starts is dropped after this
+#: An accepted job the initiator never starts is dropped after this (the default of
+#: ``[limits] accepted_job_ttl_s``; the initiator's polls extend it while it waits for
+#: other members' owners, up to the longest consent deadline).
+ACCEPTED_TTL_S = NodeLimits.accepted_job_ttl_s
+MAX_NOTIFY_RUNNING = 4  # pending-job notification commands running at once
+NODE_LOCK_NAME = "node.lock"  # in the party's state folder, held while a node runs
 INPUT_CHECK_REASON = "the job's parameters do not fit this party's data"
+SETTINGS_RULE = "settings"  # the refusal's rule when this party's settings cannot be read
 AUDIT_HISTORY_TIMEOUT_S = 2.0
 FAILED_DRAIN_S = 2.0  # how long a failed job waits for its outgoing streams to close
 #: Incoming Exchange streams one peer may hold open at once (one per running job it shares
@@ -197,6 +213,30 @@ def policy_path(settings: PartySettings) -> Path | None:
     return p if p.is_absolute() else settings.base_dir / p
 
 
+MAX_CAUSE_CHARS = 1000
+
+
+def owner_cause(exc: BaseException) -> str:
+    """The local cause of a refusal or failure, for this node's own owner only (``ppdm
+    job status`` / ``job explain`` with the party's own certificate from its own host):
+    the exception's class and first line, as the node log has it. Never sent to a peer."""
+    first = (str(exc).strip().splitlines() or [""])[0][:MAX_CAUSE_CHARS]
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def is_own_host(context: grpc.ServicerContext) -> bool:
+    """Whether a gRPC call comes from this host (a loopback address or a Unix socket)."""
+    peer = context.peer() or ""
+    kind, _, rest = peer.partition(":")
+    if kind == "unix":
+        return True
+    if kind == "ipv4":
+        return rest.startswith("127.")
+    if kind == "ipv6":
+        return rest.startswith(("[::1]", "%5B::1%5D", "[::ffff:127.", "%5B::ffff:127."))
+    return False
+
+
 def _digest(value: Any) -> str:
     text = json.dumps(value, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
@@ -233,8 +273,15 @@ def decide(
     profile = get_profile(protocol)
     rules = policy.rules(protocol)
 
-    def refuse(rule: str, reason: str) -> Decision:
-        return Decision("refuse", rule, reason, results=rules.results, colluders=rules.colluders)
+    def refuse(rule: str, reason: str, cause: BaseException | None = None) -> Decision:
+        return Decision(
+            "refuse",
+            rule,
+            reason,
+            results=rules.results,
+            colluders=rules.colluders,
+            cause=owner_cause(cause) if cause is not None else "",
+        )
 
     disclosure: Disclosure | None = None
     if profile is not None:
@@ -242,7 +289,7 @@ def decide(
             disclosure = profile.disclosure(params, parties, me, ctx)
         except (PPDMError, OSError, ValueError, TypeError, KeyError) as exc:
             log.warning("job %s: cannot read its declared leakage: %s", job_id, exc)
-            return refuse("input_check", INPUT_CHECK_REASON), None, None
+            return refuse("input_check", INPUT_CHECK_REASON, exc), None, None
     decision = evaluate(
         policy,
         job=protocol,
@@ -260,7 +307,7 @@ def decide(
             profile.precheck(params, parties, me, ctx)
         except (PPDMError, OSError, ValueError, TypeError, KeyError) as exc:
             log.warning("job %s refused by the input check: %s", job_id, exc)
-            return refuse("input_check", INPUT_CHECK_REASON), disclosure, None
+            return refuse("input_check", INPUT_CHECK_REASON, exc), disclosure, None
     audit: dict[str, Any] | None = None
     if decision.audit and disclosure is not None and disclosure.aggregate and disclosure.audit_key:
         try:
@@ -272,7 +319,7 @@ def decide(
                 length = len(raw) if isinstance(raw, list) else 1
         except (PPDMError, OSError, ValueError) as exc:
             log.warning("job %s: cannot read its input for the audit: %s", job_id, exc)
-            return refuse("input_check", INPUT_CHECK_REASON), disclosure, None
+            return refuse("input_check", INPUT_CHECK_REASON, exc), disclosure, None
         reported: list[dict[str, Any]] = []
         if peer_history is not None and disclosure.aggregate in ("sum", "union"):
             peers = [p for p in disclosure.participants if p != me]
@@ -315,6 +362,133 @@ def decide(
     return decision, disclosure, audit
 
 
+# One node per party ---------------------------------------------------------------------
+
+
+class StateLock:
+    """An exclusive ``flock`` on ``node.lock`` in a party's state folder, held for the
+    node's lifetime: a second node of the same party (same settings, or another
+    settings file naming the same state folder) fails at once instead of appending to
+    the same ledger. The lock file holds the holder's pid (for the refusal's message);
+    the kernel drops the lock when the process ends, however it ends."""
+
+    def __init__(self, folder: Path, party: str) -> None:
+        self._fd: int | None = None
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / NODE_LOCK_NAME
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = _lock_holder(fd)
+            os.close(fd)
+            raise ConfigError(
+                f"party {party!r} is already served by {holder} "
+                f"(it holds {self.path}); stop that node first"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        """Give the lock up (the node stopped)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        self.release()
+
+
+def _lock_holder(fd: int) -> str:
+    """``process PID`` from a lock file held by another node (or a vaguer phrase)."""
+    with contextlib.suppress(OSError, ValueError):
+        pid = int(os.pread(fd, 32, 0).split()[0])
+        return f"process {pid}"
+    return "another process"
+
+
+def port_holder(port: int) -> str:
+    """``process PID (NAME)`` listening on TCP ``port`` on this host, read from
+    ``/proc`` (only processes this user may inspect); ``another process`` otherwise."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as f:
+            next(f, None)
+            for line in f:
+                cols = line.split()
+                # local address "HEX_IP:HEX_PORT", state 0A = LISTEN
+                if len(cols) > 9 and cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(f"socket:[{cols[9]}]")
+    if inodes:
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            with contextlib.suppress(OSError):
+                for fd in os.listdir(f"/proc/{pid}/fd"):
+                    if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                        name = Path(f"/proc/{pid}/comm").read_text().strip()
+                        return f"process {pid} ({name})"
+    return "another process"
+
+
+def check_port_free(listen: str) -> None:
+    """Raise :class:`ConfigError` naming the holder if another process (a node of this
+    or another party, or anything else) listens on ``listen``'s port, before gRPC binds
+    it (exclusively: ``grpc.so_reuseport`` is off, so a race would fail there too)."""
+    host, _, port_text = listen.rpartition(":")
+    if not port_text.isdigit() or int(port_text) == 0:
+        return
+    port = int(port_text)
+    try:
+        addresses = socket.getaddrinfo(host.strip("[]") or None, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return  # gRPC reports an address it cannot resolve
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC does
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    raise ConfigError(
+                        f"cannot listen on {listen}: the port is held by {port_holder(port)}"
+                    ) from None
+
+
+# Memory given back ---------------------------------------------------------------------
+
+_M_MMAP_THRESHOLD = -3  # <malloc.h>
+#: Blocks at least this large get their own mapping, unmapped when freed: a node's frames
+#: (up to 2 MiB each) go back to the system when their stream or job ends instead of
+#: staying in the heap (glibc raises its threshold as large blocks are freed, after which
+#: a flood of frames would stay resident after the streams ended).
+MMAP_THRESHOLD_BYTES = 256 << 10
+
+
+@functools.cache
+def _glibc() -> Any:
+    """The C library, once (a new ``CDLL`` per call would leak a ctypes class each)."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None)
+        if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim"):
+            return libc
+    return None
+
+
+def tune_allocator() -> None:
+    """Make this process's large buffers return to the system when freed (glibc; a no-op
+    elsewhere). What ``ppdm party serve`` does at start."""
+    libc = _glibc()
+    if libc is not None:
+        libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
+
+
+def trim_heap() -> None:
+    """Give the heap's free pages back to the system (glibc ``malloc_trim``)."""
+    libc = _glibc()
+    if libc is not None:
+        libc.malloc_trim(0)
+
+
 # The node ------------------------------------------------------------------------------
 
 
@@ -342,11 +516,16 @@ class Job:
     expires: float = 0.0
     started: float = field(default_factory=time.perf_counter)
     wall_time_s: float = 0.0
+    #: when the job started and ended at this node (seconds since the epoch; 0: not yet)
+    started_at: float = 0.0
+    ended_at: float = 0.0
     metrics: list[dict[str, Any]] = field(default_factory=list)
     done: threading.Event = field(default_factory=threading.Event)
     #: this party's inputs and data tables as decided on at the proposal (the run uses
     #: the same ones: one read of the settings file per job)
     context: PartyContext | None = None
+    #: the local cause of a refusal (:func:`owner_cause`): for the node's own owner only
+    cause: str = ""
 
     @property
     def results_to(self) -> str:
@@ -357,13 +536,18 @@ class Job:
             return f"refused: party {self.error.party if self.error else ''!r} by rule {self.rule!r}: {self.reason}"
         return self.error.text() if self.error is not None else ""
 
-    def status(self, party: str, *, show_result: bool) -> pb.JobStatus:
+    def status(self, party: str, *, show_result: bool, owner: bool = False) -> pb.JobStatus:
+        """This node's status of the job; ``owner``: the caller is the node's own owner
+        on its own host, who also reads the local cause of a refusal."""
         running = self.state == pb.JOB_STATE_RUNNING
+        error = self.error_text()
+        if owner and self.cause and error:
+            error += f" [local cause, shown only to this node's owner: {self.cause}]"
         msg = pb.JobStatus(
             job_id=self.job_id,
             party=party,
             state=self.state,  # type: ignore[arg-type]
-            error=self.error_text(),
+            error=error,
             wall_time_s=time.perf_counter() - self.started if running else self.wall_time_s,
             rule=self.rule,
         )
@@ -397,6 +581,8 @@ class Job:
             "reason": self.reason,
             "results_to": self.results_to,
             "wall_time_s": self.wall_time_s,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
             "metrics": steps,
         }
 
@@ -416,6 +602,8 @@ class Job:
             rule=rec.get("rule", ""),
             reason=rec.get("reason", ""),
             wall_time_s=float(rec.get("wall_time_s", 0.0)),
+            started_at=float(rec.get("started_at", 0.0)),
+            ended_at=float(rec.get("ended_at", 0.0)),
             metrics=list(rec.get("metrics", [])),
         )
         job.decision = Decision("accept", results=rec.get("results_to", "members"))
@@ -432,19 +620,27 @@ class PartyNode:
         *,
         probe_peers: bool = True,
         pending_wait_s: float | None = None,
+        addons: Sequence[Callable[[PartyNode], Any]] = (),
     ) -> None:
         self.settings = settings
         self.limits = settings.limits
         self.name = settings.name
         self.consortium = settings.consortium
         self.policy = PolicyFile(policy_path(settings))
+        self._state_lock: StateLock | None = None  # taken by start()
         self.ledger = Ledger(ledger_path(settings))
+        # a policy change the file watcher picks up is chained like a SIGHUP reload
+        self.policy.on_change = lambda ok: self.ledger.append(
+            "policy", {"event": "change", "ok": ok, "path": str(self.policy.path)}
+        )
         self.auditor = DisclosureAuditor(self.name, self.ledger)
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._endpoints: dict[str, Endpoint] = {}
         self._links: dict[str, JobLinks] = {}
         self._rate: dict[str, deque[float]] = {}
         self._streams: dict[str, int] = {}  # open incoming Exchange streams per peer
+        self._ended: deque[tuple[float, str]] = deque()  # (when, job id) of ended jobs
+        self._notify_slots = threading.BoundedSemaphore(MAX_NOTIFY_RUNNING)
         self._cond = threading.Condition()
         self._audit_pool: ThreadPoolExecutor | None = None
         self._channels: dict[str, grpc.Channel] = {}
@@ -456,16 +652,22 @@ class PartyNode:
             self.limits.pending_job_wait_s if pending_wait_s is None else pending_wait_s
         )
         self.streams = StreamWatch()
+        self.reassembly = ReassemblyBudget(
+            self.limits.max_unread_bytes_per_peer, self.limits.max_unread_bytes_per_job
+        )
         self._roster_lock = threading.Lock()
         self.removed = False
         self.own_certificate_stale = False
         self.metrics = NodeMetrics(self.name)
         self.metrics.info.labels(party=self.name, version=__version__).set(1)
         self._ops: OpsServer | None = None
+        #: started with the node after its listeners, each returning what ``stop()`` stops
+        #: (e.g. the owner's console, ``ppdm.console``, a layer above this one)
+        self._addon_starters = tuple(addons)
+        self._addons: list[Any] = []
         self._health: Any = None  # grpc.health.v1 servicer, set by start()
         self._monitor: threading.Thread | None = None
         self.port: int | None = None
-        self._recover()
 
     def _recover(self) -> None:
         """Jobs a previous run of this node left open ended with it: record that."""
@@ -485,7 +687,15 @@ class PartyNode:
     # Life cycle --------------------------------------------------------------------------
 
     def start(self) -> int:
-        """Bind the listen address and start serving; returns the bound port."""
+        """Lock this party's state folder, end the jobs a previous run left open, bind
+        the listen address and start serving; returns the bound port. A second node of
+        the same party, or a port another process holds, is a :class:`ConfigError`
+        naming the holder."""
+        # One node per party: lock the state folder before anything is written to the
+        # ledger (a second node's recovery would end the first one's jobs in it).
+        if self._state_lock is None:
+            self._state_lock = StateLock(ledger_path(self.settings).parent, self.name)
+            self._recover()
         from ppdm.sources.config import parse_data_table
 
         # The [data] entries' form (kinds, paths, credentials' places) is checked now; the
@@ -495,11 +705,19 @@ class PartyNode:
             base_dir=self.settings.base_dir,
             where=f"{self.settings.path or 'settings'}: [data]",
         )
+        from ppdm.compute import parse_compute_table
+
+        # The [compute] engine is checked now; a Spark session starts with the first job.
+        parse_compute_table(
+            self.settings.raw.get("compute"), where=f"{self.settings.path or 'settings'}: [compute]"
+        )
+        check_port_free(self.settings.listen)
         server = grpc.server(
             futures.ThreadPoolExecutor(
                 max_workers=self.settings.max_workers, thread_name_prefix=f"ppdm-{self.name}"
             ),
-            options=channel_options(self.consortium),
+            # An exclusive bind: without SO_REUSEPORT a port another process holds fails.
+            options=[*channel_options(self.consortium), ("grpc.so_reuseport", 0)],
         )
         _add_party_service(_Servicer(self), server)
         from grpc_health.v1 import health, health_pb2_grpc
@@ -534,6 +752,8 @@ class PartyNode:
                     f"cannot listen on node.http_listen {self.settings.http_listen}: {exc}"
                 ) from None
             self._ops.start()
+        for start_addon in self._addon_starters:
+            self._addons.append(start_addon(self))
         self._monitor = threading.Thread(
             target=self._watch, name=f"ppdm-{self.name}-monitor", daemon=True
         )
@@ -578,9 +798,22 @@ class PartyNode:
         if self._ops is not None:
             self._ops.stop()
             self._ops = None
+        for addon in reversed(self._addons):
+            addon.stop()
+        self._addons.clear()
         self.ledger.close()
+        self.release_state()
         shutdown_pools(wait=False)  # the worker processes go with the node
+        from ppdm.compute import close_engines
+
+        close_engines()  # and the node's Spark session, if a job started one
         log.info("party %s stopped", self.name)
+
+    def release_state(self) -> None:
+        """Give the state folder's lock back (``stop`` does; so does a failed start)."""
+        lock, self._state_lock = self._state_lock, None
+        if lock is not None:
+            lock.release()
 
     # Operations ----------------------------------------------------------------------------
 
@@ -832,9 +1065,11 @@ class PartyNode:
             raw = reload_party_tables(self.settings)
         except ConfigError as exc:
             log.error("cannot re-read this party's inputs and data: %s", exc)
-            raise ConfigError(
+            public = ConfigError(
                 "this party's settings cannot be read now; its owner must fix them"
-            ) from None
+            )
+            public.cause = owner_cause(exc)  # type: ignore[attr-defined]  # owner only
+            raise public from None
         return PartyContext(name=self.name, settings=raw, base_dir=self.settings.base_dir)
 
     def _check_request(
@@ -1004,18 +1239,38 @@ class PartyNode:
             raise
         job_id = request.job_id
         with self._cond:
-            if job_id in self._jobs or job_id in self._endpoints or self.ledger.load_job(job_id):
-                raise FileExistsError(f"job {job_id!r} already exists at {self.name!r}")
-        ctx = self._context()
-        decision, disclosure, audit = self.decide(
-            job_id=job_id,
-            protocol=request.protocol,
-            params=params,
-            initiator=caller,
-            parties=parties,
-            reserve=True,
-            ctx=ctx,
-        )
+            known = job_id in self._jobs or job_id in self._endpoints
+        if known or self.ledger.load_job(job_id):
+            self.ledger.append(
+                "request",
+                {
+                    "protocol": request.protocol,
+                    "initiator": caller,
+                    "parties": list(parties),
+                    "decision": "invalid",
+                    "reason": "a job with this id exists already",
+                },
+                job_id=job_id,
+            )
+            raise FileExistsError(f"job {job_id!r} already exists at {self.name!r}")
+        ctx: PartyContext | None = None
+        try:
+            ctx = self._context()
+        except ConfigError as exc:
+            # This party's own settings are unreadable (invalid TOML, a bad [data] entry):
+            # a refusal by this node, recorded like any other, naming this party.
+            decision = Decision("refuse", SETTINGS_RULE, str(exc))
+            disclosure, audit = None, None
+        else:
+            decision, disclosure, audit = self.decide(
+                job_id=job_id,
+                protocol=request.protocol,
+                params=params,
+                initiator=caller,
+                parties=parties,
+                reserve=True,
+                ctx=ctx,
+            )
         state = {
             "accept": pb.JOB_STATE_ACCEPTED,
             "pending": pb.JOB_STATE_PENDING,
@@ -1035,7 +1290,13 @@ class PartyNode:
             audit=audit,
             rule=decision.rule,
             reason=decision.reason,
-            expires=now + (decision.expires_s if decision.outcome == "pending" else ACCEPTED_TTL_S),
+            cause=decision.cause,
+            expires=now
+            + (
+                decision.expires_s
+                if decision.outcome == "pending"
+                else self.limits.accepted_job_ttl_s
+            ),
             context=ctx,
         )
         if decision.refused:
@@ -1065,6 +1326,8 @@ class PartyNode:
             job_id=job_id,
         )
         self.ledger.save_job(job_id, job.record())
+        if job.state == pb.JOB_STATE_PENDING:
+            self._notify_pending(job)
         log.info(
             "job %s (%s) from %s with parties %s: %s%s",
             job_id,
@@ -1094,14 +1357,7 @@ class PartyNode:
                 raise RuntimeError(
                     f"job {job_id!r} is {STATE_NAMES[job.state]} at {self.name!r}, not accepted"
                 )
-            running = sum(j.state == pb.JOB_STATE_RUNNING for j in self._jobs.values())
-            # Every running job holds one server thread per incoming peer stream.
-            streams = (running + 1) * (len(job.parties) - 1)
-            if running >= self.limits.max_running_jobs or streams + 8 > self.settings.max_workers:
-                raise OverflowError(
-                    f"{running} jobs already running at {self.name!r} "
-                    f"(node.max_workers = {self.settings.max_workers})"
-                )
+            self._check_slots(job)
             job.state = pb.JOB_STATE_RUNNING
         try:
             endpoint, links = self.open_endpoint(job_id, job.parties, timeout=job.timeout_s)
@@ -1109,6 +1365,7 @@ class PartyNode:
             raise RuntimeError(str(exc)) from None
         job.endpoint, job.links = endpoint, links
         job.started = time.perf_counter()
+        job.started_at = time.time()
         self.metrics.job(job.protocol, "started")
         self.auditor.record(job_id)  # a started job's answer counts, whatever its outcome
         self.ledger.append("start", {"parties": list(job.parties)}, job_id=job_id)
@@ -1118,6 +1375,31 @@ class PartyNode:
         ).start()
         log.info("job %s (%s) started by %s", job_id, job.protocol, caller)
         return job
+
+    def _check_slots(self, job: Job) -> None:
+        """Raise :class:`OverflowError` if ``job`` may not start now: this node is full
+        (``max_running_jobs``, or too few server threads for its streams), or its
+        initiator already runs its share (``max_running_jobs_per_initiator``), so one
+        member cannot take every slot. The message names this node, which refused, and
+        why (the caller holds ``_cond``)."""
+        limits = self.limits
+        running = [j for j in self._jobs.values() if j.state == pb.JOB_STATE_RUNNING]
+        # Every running job holds one server thread per incoming peer stream.
+        streams = (len(running) + 1) * (len(job.parties) - 1)
+        if len(running) >= limits.max_running_jobs or streams + 8 > self.settings.max_workers:
+            raise OverflowError(
+                f"node {self.name!r} is full: {len(running)} jobs running "
+                f"(limits.max_running_jobs = {limits.max_running_jobs}, "
+                f"node.max_workers = {self.settings.max_workers}); try again later"
+            )
+        share = min(limits.max_running_jobs_per_initiator, limits.max_running_jobs)
+        own = sum(j.initiator == job.initiator for j in running)
+        if own >= share:
+            raise OverflowError(
+                f"node {self.name!r} refused to start the job: initiator {job.initiator!r} "
+                f"already runs {own} jobs there (limits.max_running_jobs_per_initiator = "
+                f"{share}); try again when one ends"
+            )
 
     def cancel_job(self, job_id: str, caller: str) -> Job:
         """``CancelJob``: the initiator withdraws a job (a running one is aborted)."""
@@ -1156,7 +1438,7 @@ class PartyNode:
                 raise RuntimeError(f"job {job_id!r} is {STATE_NAMES[job.state]}, not pending")
             if approve:
                 job.state = pb.JOB_STATE_ACCEPTED
-                job.expires = time.monotonic() + ACCEPTED_TTL_S
+                job.expires = time.monotonic() + self.limits.accepted_job_ttl_s
                 job.rule, job.reason = "", ""
             else:
                 job.state = pb.JOB_STATE_REFUSED
@@ -1171,6 +1453,80 @@ class PartyNode:
         self.ledger.save_job(job_id, job.record())
         log.info("job %s %s by the owner", job_id, "approved" if approve else "rejected")
         return job
+
+    def _notify_pending(self, job: Job) -> None:
+        """Run the policy's ``[notify] pending`` command for a job that waits for the
+        owner, in a thread of its own: never blocking the node, at most
+        ``notify_timeout_s`` seconds, at most :data:`MAX_NOTIFY_RUNNING` at once (more
+        are skipped and logged), its failures logged. Its environment names the job
+        (``PPDM_JOB_ID``, ``PPDM_INITIATOR``, ``PPDM_PROTOCOL``, ``PPDM_PARTIES``,
+        ``PPDM_PARTY``, ``PPDM_EXPIRES_IN_S``): public facts of the proposal, never a
+        private value."""
+        policy = self.policy.current()
+        command = list(policy.notify_pending)
+        if not command:
+            return
+        if not self._notify_slots.acquire(blocking=False):
+            log.warning("job %s: pending-job notification skipped (too many running)", job.job_id)
+            return
+        env = {
+            **os.environ,
+            "PPDM_JOB_ID": job.job_id,
+            "PPDM_INITIATOR": job.initiator,
+            "PPDM_PROTOCOL": job.protocol,
+            "PPDM_PARTIES": ",".join(job.parties),
+            "PPDM_PARTY": self.name,
+            "PPDM_EXPIRES_IN_S": f"{max(job.expires - time.monotonic(), 0.0):.0f}",
+        }
+        timeout = policy.notify_timeout_s
+        cwd = str(self.policy.path.parent) if self.policy.path is not None else None
+
+        def run() -> None:
+            try:
+                done = subprocess.run(
+                    command,
+                    env=env,
+                    cwd=cwd,
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    timeout=timeout,
+                    check=False,
+                )
+                if done.returncode != 0:
+                    log.warning(
+                        "job %s: pending-job notification %r exited with %d: %s",
+                        job.job_id,
+                        command[0],
+                        done.returncode,
+                        done.stderr[-500:].decode(errors="replace").strip(),
+                    )
+                else:
+                    log.info("job %s: owner notified (%s)", job.job_id, command[0])
+            except subprocess.TimeoutExpired:
+                log.warning(
+                    "job %s: pending-job notification %r killed after %g s",
+                    job.job_id,
+                    command[0],
+                    timeout,
+                )
+            except OSError as exc:
+                log.warning("job %s: pending-job notification failed: %s", job.job_id, exc)
+            finally:
+                self._notify_slots.release()
+
+        threading.Thread(target=run, name=f"ppdm-notify-{job.job_id[:8]}", daemon=True).start()
+
+    def keep_accepted(self, job: Job, caller: str) -> None:
+        """The initiator asked about its accepted job: it is still waiting for other
+        members' owners, so the job stays another ``accepted_job_ttl_s``. An accepted
+        job thus lives as long as the longest consent deadline of the job's members
+        (the initiator stops asking when the last pending member approves or expires),
+        and is dropped ``accepted_job_ttl_s`` after an initiator that went away."""
+        if caller != job.initiator:
+            return
+        with self._cond:
+            if job.state == pb.JOB_STATE_ACCEPTED:
+                job.expires = max(job.expires, time.monotonic() + self.limits.accepted_job_ttl_s)
 
     def pending_jobs(self) -> list[Job]:
         self._expire()
@@ -1221,13 +1577,17 @@ class PartyNode:
             raise RuntimeError(f"job {job.job_id!r} was started without its endpoint")
         state, result, error = pb.JOB_STATE_FAILED, None, None
         try:
-            out = spec.run(job.endpoint, job.params, job.context or self._context())
+            from ppdm.sources.limits import read_time_limit
+
+            with read_time_limit(job.timeout_s or None):  # each source read ends within T
+                out = spec.run(job.endpoint, job.params, job.context or self._context())
             if not isinstance(out, dict):
                 raise TypeError(f"job {job.protocol!r} returned a {type(out).__name__}, not a dict")
             result = json.loads(json.dumps(out))  # must be JSON; normalizes tuples etc.
             state = pb.JOB_STATE_SUCCEEDED
         except BaseException as exc:  # a failed job never takes the node down
             error = PublicError.of(exc, self.name)
+            job.cause = owner_cause(exc)  # for this node's owner only (Job.status)
             # The details stay in this node's log; peers get the code and the step only.
             log.warning(
                 "job %s failed at %s: %s: %s", job.job_id, self.name, type(exc).__name__, exc
@@ -1236,7 +1596,9 @@ class PartyNode:
         # A successful job drains its streams (the peers may still be reading); a failed
         # one only gives them a moment: its peers are aborted already, and a frozen peer
         # must not hold this party for another whole timeout.
-        errors = job.links.close(job.timeout_s if error is None else FAILED_DRAIN_S)
+        errors = job.links.close(
+            job.timeout_s if error is None else min(FAILED_DRAIN_S, job.timeout_s / 8)
+        )
         with self._cond:
             self._links.pop(job.job_id, None)
         for peer, err in errors.items():
@@ -1249,7 +1611,14 @@ class PartyNode:
         with self._cond:
             job.result, job.error = result, error
             job.wall_time_s = time.perf_counter() - job.started
+            job.ended_at = time.time()
             job.state = state
+            # A finished job keeps its outcome and costs only: its streams, inputs and
+            # endpoint go (the endpoint stays in _endpoints a little longer, for late
+            # frames, see _forget_ended), so a node does not grow with every job.
+            job.metrics = job.endpoint.metrics.as_list()
+            job.endpoint, job.links, job.context = None, None, None
+            self._ended.append((time.monotonic(), job.job_id))
             job.done.set()
             self._cond.notify_all()
         self.metrics.finished(job.protocol, STATE_NAMES[state], job.wall_time_s)
@@ -1271,6 +1640,16 @@ class PartyNode:
             self.name,
             job.wall_time_s,
         )
+        trim_heap()  # the job's buffers are free now: give their pages back
+
+    def _forget_ended(self, grace_s: float) -> None:
+        """Drop the endpoints of jobs that ended more than ``grace_s`` ago (until then
+        late frames of a finished job are taken and dropped, not refused)."""
+        cutoff = time.monotonic() - grace_s
+        with self._cond:
+            while self._ended and self._ended[0][0] < cutoff:
+                _, job_id = self._ended.popleft()
+                self._endpoints.pop(job_id, None)
 
     def job(self, job_id: str) -> Job | None:
         """A job of this node, from memory or (after a restart) from the ledger."""
@@ -1312,6 +1691,7 @@ class PartyNode:
         while not self._stopping.wait(PROBE_INTERVAL_S):
             self._expire()
             self.streams.reap(self.limits.idle_stream_s, self.limits.ended_stream_grace_s)
+            self._forget_ended(self.limits.ended_stream_grace_s)
             if not self._probe_peers:
                 continue
             with self._cond:
@@ -1369,6 +1749,7 @@ class _Servicer(party_pb2_grpc.PartyServicer):
                 pending_wait_s=self.node.pending_wait_s,
                 watch=self.node.streams,
                 on_envelope=self.node.metrics.received,
+                budget=self.node.reassembly,
             )
         finally:
             with self.node._cond:
@@ -1383,7 +1764,10 @@ class _Servicer(party_pb2_grpc.PartyServicer):
         except FileExistsError as exc:
             context.abort(grpc.StatusCode.ALREADY_EXISTS, str(exc))
         except PPDMError as exc:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            text, cause = str(exc), getattr(exc, "cause", "")
+            if cause and caller == self.node.name and is_own_host(context):
+                text += f" [local cause, shown only to this node's owner: {cause}]"
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, text)
         decision = {
             pb.JOB_STATE_ACCEPTED: pb.DECISION_ACCEPTED,
             pb.JOB_STATE_PENDING: pb.DECISION_PENDING,
@@ -1393,7 +1777,11 @@ class _Servicer(party_pb2_grpc.PartyServicer):
             party=self.node.name,
             decision=decision,
             rule=job.rule,
-            reason=job.reason,
+            reason=(
+                f"{job.reason} [local cause, shown only to this node's owner: {job.cause}]"
+                if job.cause and caller == self.node.name and is_own_host(context)
+                else job.reason
+            ),
             expires_in_s=max(job.expires - time.monotonic(), 0.0)
             if job.state == pb.JOB_STATE_PENDING
             else 0.0,
@@ -1455,9 +1843,14 @@ class _Servicer(party_pb2_grpc.PartyServicer):
                 grpc.StatusCode.PERMISSION_DENIED,
                 f"party {caller!r} is not a member of job {request.job_id!r}",
             )
+        self.node.keep_accepted(job, caller)
         if request.wait_s > 0 and job.state == pb.JOB_STATE_RUNNING:
             job.done.wait(min(request.wait_s, MAX_STATUS_WAIT_S))
-        status = job.status(self.node.name, show_result=self.node.may_see_result(job, caller))
+        status = job.status(
+            self.node.name,
+            show_result=self.node.may_see_result(job, caller),
+            owner=caller == self.node.name and is_own_host(context),
+        )
         limit = self.node.consortium.max_message_bytes
         if status.ByteSize() > limit:
             size = status.ByteSize()
@@ -1590,10 +1983,17 @@ def _add_party_service(servicer: _Servicer, server: grpc.Server) -> None:
     )
 
 
-def serve(settings: PartySettings, *, grace: float = 5.0) -> int:
+def serve(
+    settings: PartySettings,
+    *,
+    grace: float = 5.0,
+    addons: Sequence[Callable[[PartyNode], Any]] = (),
+) -> int:
     """Run a node until SIGINT or SIGTERM, then shut down cleanly; returns the exit code.
-    SIGHUP re-reads the policy file, the settings and a newer signed roster."""
-    node = PartyNode(settings)
+    SIGHUP re-reads the policy file, the settings and a newer signed roster. ``addons``
+    start with the node and stop with it (``PartyNode``)."""
+    tune_allocator()
+    node = PartyNode(settings, addons=addons)
     stop = threading.Event()
     received: list[int] = []
 
@@ -1604,10 +2004,15 @@ def serve(settings: PartySettings, *, grace: float = 5.0) -> int:
     def on_hup(_signum: int, _frame: Any) -> None:
         threading.Thread(target=node.reload, daemon=True).start()
 
+    try:
+        node.start()
+    except BaseException:  # nothing served yet: give the state folder back quietly
+        node.ledger.close()
+        node.release_state()
+        raise
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_hup)
     try:
-        node.start()
         while not stop.wait(0.5):
             pass
         log.info(
@@ -1671,6 +2076,7 @@ def dry_run(
         "decision": decision.outcome,
         "rule": decision.rule,
         "reason": decision.reason,
+        "cause": decision.cause,  # the local cause: a dry run is the owner's own
         "results_to": decision.results,
         "leakage": disclosure.as_dict() if disclosure is not None else None,
         "audit": audit,

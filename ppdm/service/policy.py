@@ -67,7 +67,7 @@ import os
 import threading
 import time
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -311,6 +311,9 @@ class Policy:
     jobs: Mapping[str, Mapping[str, Any]]
     data: Mapping[str, DataRules]
     source: str = "<default>"
+    #: ``[notify] pending``: the command a node runs for every job awaiting approval
+    notify_pending: tuple[str, ...] = ()
+    notify_timeout_s: float = 10.0
 
     def rules(self, job: str) -> JobRules:
         d = {**self.defaults, **{k: v for k, v in self.jobs.get(job, {}).items() if k != "params"}}
@@ -356,6 +359,9 @@ class Decision:
     #: The audit's bounds for the data set the job reads (``epsilon_budget``,
     #: ``max_probes``), after the data set's own rules.
     limits: Mapping[str, Any] = field(default_factory=dict)
+    #: The local cause of a data-dependent refusal (a typo in ``[data]``, a database that
+    #: is down): shown to this node's own owner only, never sent to a peer.
+    cause: str = ""
 
     @property
     def refused(self) -> bool:
@@ -461,7 +467,7 @@ def _param_rule(value: Any, where: str) -> ParamRule:
 
 def parse_policy(doc: Mapping[str, Any], *, source: str = "<policy>") -> Policy:
     """Validate a parsed policy document; :class:`ConfigError` naming the bad key."""
-    unknown = set(doc) - {"version", "defaults", "jobs", "data", "inputs"}
+    unknown = set(doc) - {"version", "defaults", "jobs", "data", "inputs", "notify"}
     if unknown:
         raise ConfigError(f"{source}: unknown top-level key(s) {', '.join(sorted(unknown))}")
     if "version" not in doc:
@@ -543,7 +549,26 @@ def parse_policy(doc: Mapping[str, Any], *, source: str = "<policy>") -> Policy:
                 consent=t.get("consent"),
                 statement=statement,
             )
-    return Policy(defaults=defaults, jobs=jobs, data=data, source=source)
+    notify = _notify_table(doc.get("notify", {}), f"{source}: notify")
+    return Policy(defaults=defaults, jobs=jobs, data=data, source=source, **notify)
+
+
+def _notify_table(table: Any, where: str) -> dict[str, Any]:
+    """The ``[notify]`` table: ``pending`` (a command as a list of strings, run by the
+    node for every job that waits for the owner's approval, with the job's id and
+    initiator in its environment) and ``timeout_s`` (how long it may run, default 10)."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table")
+    bad = set(table) - {"pending", "timeout_s"}
+    if bad:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(bad))}")
+    command = table.get("pending", [])
+    if not isinstance(command, list) or not all(isinstance(a, str) and a for a in command):
+        raise ConfigError(f'{where}.pending must be a command as a list, e.g. ["notify", "-u"]')
+    timeout = _positive(table.get("timeout_s", 10.0), f"{where}.timeout_s")
+    if timeout > 600:
+        raise ConfigError(f"{where}.timeout_s must be at most 600 s")
+    return {"notify_pending": tuple(command), "notify_timeout_s": timeout}
 
 
 def _fraction(value: Any, where: str) -> float:
@@ -586,6 +611,9 @@ class PolicyFile:
         self._stamp: tuple[int, int] | None = None
         self._policy = load_policy(self.path)
         self._stamp = self._mtime()
+        #: told (with whether the new file was valid) of every change the watcher in
+        #: :meth:`current` picks up: the node chains a ``policy`` ledger entry
+        self.on_change: Callable[[bool], object] | None = None
 
     def _mtime(self) -> tuple[int, int] | None:
         if self.path is None:
@@ -601,7 +629,9 @@ class PolicyFile:
         if stamp is not None and stamp != self._stamp:
             age = time.time() - stamp[0] / 1e9
             if age >= SETTLE_S:
-                self.reload()
+                ok = self.reload()
+                if self.on_change is not None:
+                    self.on_change(ok)
         return self._policy
 
     def reload(self) -> bool:

@@ -650,8 +650,8 @@ def _read_header(ctx: PartyContext, key: str, sep: str) -> list[str]:
         )
         return [c.strip() for c in names]
     path = ctx.data_path(key)
-    if not path.is_file():
-        raise ConfigError("the job's data file is missing at this party")
+    if not path.is_file():  # the node refuses with a fixed reason; this is for its owner
+        raise ConfigError(f"the job's data file is missing at this party ([data] {key}: {path})")
     with path.open(newline="", encoding="utf-8", errors="replace") as f:
         row = next(
             csv.reader(f, delimiter=sep if isinstance(sep, str) and len(sep) == 1 else ","), []
@@ -784,8 +784,10 @@ def _check_data_file(
 
         check_source(ctx.settings.get("data"), key, base_dir=ctx.base_dir, party=ctx.name)
         return
-    if not ctx.data_path(key).is_file():
-        raise ConfigError("the job's data file is missing at this party")
+    if not ctx.data_path(key).is_file():  # the node refuses with a fixed reason (owner: this)
+        raise ConfigError(
+            f"the job's data file is missing at this party ([data] {key}: {ctx.data_path(key)})"
+        )
 
 
 def _public(

@@ -43,6 +43,7 @@ from ppdm.parties.consortium import (
     PartySettings,
     init_consortium,
     load_settings,
+    update_toml_file,
     write_toml,
 )
 from ppdm.parties.local import Simulation, simulate
@@ -241,6 +242,9 @@ class GrpcTestbed:
                     inputs.get(party) if inputs and party in inputs else None,
                     data.get(party) if data else None,
                 )
+        if limits is not None:
+            for party in self.parties:
+                self.set_limits(party, limits)
         self.settings: dict[str, PartySettings] = {
             p: load_settings(self.settings_path(p)) for p in self.parties
         }
@@ -251,6 +255,16 @@ class GrpcTestbed:
         self, party: str, inputs: Any | None, data: Mapping[str, str] | None
     ) -> None:
         write_party_tables(self.settings_path(party), party, inputs, data)
+
+    def set_limits(self, party: str, limits: NodeLimits) -> None:
+        """Write ``limits`` (the fields that differ from the defaults) as the ``[limits]``
+        table of ``party``'s settings file (a node takes them when it starts)."""
+        table = {
+            k: getattr(limits, k)
+            for k in NodeLimits.__dataclass_fields__
+            if getattr(limits, k) != getattr(NodeLimits, k)
+        }
+        update_toml_file(self.settings_path(party), {"limits": table})
 
     def policy_path(self, party: str) -> Path:
         return self.workdir / f"{party}.policy.toml"
@@ -398,11 +412,13 @@ class GrpcTestbed:
         timeout: float | None = None,
         deadline: float | None = None,
         parties: Sequence[str] | None = None,
+        job_id: str | None = None,
     ) -> dict[str, Any]:
         """Run job ``name`` as ``initiator`` (default: the first party), like
         ``ppdm job run``; returns the job document (``docs/jobs.md``).
 
-        ``deadline`` bounds the whole wait (default ``10 * timeout + 60`` s).
+        ``deadline`` bounds the whole wait (default ``10 * timeout + 60`` s); ``job_id``
+        defaults to a fresh one.
         """
         who = initiator or self.parties[0]
         t = self.timeout if timeout is None else float(timeout)
@@ -413,10 +429,70 @@ class GrpcTestbed:
             timeout=t,
             parties=parties,
             deadline=deadline if deadline is not None else 10 * t + 60,
+            job_id=job_id,
         )
 
     def health(self, *, as_party: str | None = None) -> dict[str, dict[str, Any]]:
         return health(self.settings[as_party or self.parties[0]])
+
+
+def silent_peer_named_after(
+    root: Path, timeout: float, *, hang_s: float = 300.0
+) -> tuple[dict[str, Any], dict[str, float], dict[str, str | None]]:
+    """Freeze bob (``SIGSTOP``) in a running three-party ``ring-echo`` job with receive
+    timeout ``timeout`` and return the job document and, for the document and each
+    surviving node's ledger, the seconds from the freeze to the recorded failure (the
+    document's end; ``ended_at`` in alice's and carol's job tables), and the party each
+    of those nodes blamed. Used by the silent-peer test and ``benchmarks/silent_peer.py``;
+    raises ``AssertionError`` if the job does not end within ``hang_s`` or a node did not
+    record its failure."""
+    import threading
+
+    from ppdm.service.ledger import Ledger
+    from ppdm.service.policy import OPEN_POLICY_TOML
+
+    with GrpcTestbed(
+        ["alice", "bob", "carol"], root, timeout=timeout, policy=OPEN_POLICY_TOML
+    ) as bed:
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            box["called"] = time.time()
+            box["doc"] = bed.run_job(
+                "ring-echo",
+                {"rounds": 1_000_000, "delay_s": 0.005},
+                timeout=timeout,
+                deadline=hang_s,
+            )
+
+        runner = threading.Thread(target=run, daemon=True)
+        runner.start()
+        deadline = time.monotonic() + hang_s
+        while not bed.health()["alice"]["running_jobs"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        frozen = time.time()
+        bed.send_signal("bob", signal.SIGSTOP)
+        try:
+            runner.join(hang_s)
+            if runner.is_alive():
+                raise AssertionError("the job did not end after a node froze")
+        finally:
+            bed.send_signal("bob", signal.SIGCONT)
+    doc = box["doc"]
+    named = {"document": box["called"] + doc["wall_time_s"] - frozen}
+    blamed: dict[str, str | None] = {}
+    for party in ("alice", "carol"):
+        ledger = Ledger(root / "state" / party / "ledger.sqlite")
+        try:
+            rec = ledger.load_job(doc["job_id"])
+        finally:
+            ledger.close()
+        if rec is None or rec["state"] != "failed" or rec.get("ended_at") is None:
+            raise AssertionError(f"{party} recorded no failure of job {doc['job_id']}")
+        named[party] = rec["ended_at"] - frozen
+        blamed[party] = (rec.get("error") or {}).get("party")
+    return doc, named, blamed
 
 
 class LoopbackConsortium:

@@ -19,6 +19,10 @@ server-side cursor (SQL) or a block reader (FIMI) delivers; below
 :data:`~ppdm.sources.base.MEMORY_ROWS` rows (``engine = "auto"``) the in-memory
 :class:`~ppdm.mining.itemsets.TransactionDB` path is kept.
 
+Stalls are bounded: a node runs each job inside :func:`read_time_limit` (the job's
+timeout), and every read of a source opened inside it ends within that bound with a
+:class:`~ppdm.errors.SourceError` naming its fault class (:mod:`ppdm.sources.limits`).
+
 Layering: above :mod:`ppdm.mining` (it builds its databases), below :mod:`ppdm.jobs`.
 """
 
@@ -26,17 +30,44 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ppdm.errors import ConfigError
-from ppdm.sources.base import MEMORY_ROWS, DataSource, long_to_database
 from ppdm.sources.config import SourceSpec, parse_data_entry, parse_data_table, resolve_password
-from ppdm.sources.counting import StreamedCounter
-from ppdm.sources.files import FileSource, ParquetDatasetSource
-from ppdm.sources.records import StreamedRecords
-from ppdm.sources.sql import SqlSource
+from ppdm.sources.limits import current_read_timeout, read_time_limit
+
+if TYPE_CHECKING:
+    from ppdm.sources.base import MEMORY_ROWS, DataSource, long_to_database
+    from ppdm.sources.counting import StreamedCounter
+    from ppdm.sources.files import FileSource, ParquetDatasetSource
+    from ppdm.sources.records import StreamedRecords
+    from ppdm.sources.sql import SqlSource
+
+# The readers (and the miners they build databases for) load on first use: a node that
+# only checks its [data] table at start (ppdm.sources.config) does not import them.
+_LAZY = {
+    "MEMORY_ROWS": "base",
+    "DataSource": "base",
+    "long_to_database": "base",
+    "StreamedCounter": "counting",
+    "FileSource": "files",
+    "ParquetDatasetSource": "files",
+    "StreamedRecords": "records",
+    "SqlSource": "sql",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
 
 __all__ = [
+    "HEADER_READ_TIMEOUT",
     "MEMORY_ROWS",
     "DataSource",
     "FileSource",
@@ -46,20 +77,29 @@ __all__ = [
     "StreamedCounter",
     "StreamedRecords",
     "check_source",
+    "current_read_timeout",
     "long_to_database",
     "open_source",
     "open_spec",
     "parse_data_entry",
     "parse_data_table",
+    "read_time_limit",
     "resolve_password",
     "source_columns",
     "source_version",
 ]
 
 
+#: Seconds a read of a source's column names may take outside a job.
+HEADER_READ_TIMEOUT = 30.0
+
+
 def open_spec(spec: SourceSpec, *, fmt: str = "auto", sep: str = ",") -> DataSource:
     """The source of a checked entry; ``fmt``/``sep`` (the job's parameters) apply to a
     file entry that does not name its own."""
+    from ppdm.sources.files import FileSource, ParquetDatasetSource
+    from ppdm.sources.sql import SqlSource
+
     if spec.kind == "file":
         if spec.path is not None and spec.path.is_dir():
             return ParquetDatasetSource(spec)
@@ -121,8 +161,14 @@ def source_columns(
     data: Mapping[str, Any] | None, key: str, *, base_dir: Path, party: str, sep: str = ","
 ) -> list[str]:
     """The column names of the table ``[data] key`` (a records file, a Parquet dataset or
-    a SQL table or query; the query is run with ``LIMIT 0``)."""
-    with open_source(data, key, base_dir=base_dir, party=party, sep=sep) as source:
+    a SQL table or query; the query is run with ``LIMIT 0``). A node asks this before a
+    job runs, outside any job's bound: the read is bounded by :data:`HEADER_READ_TIMEOUT`
+    then (a locked table fails as ``source-locked`` instead of holding the node)."""
+    limit = current_read_timeout() or HEADER_READ_TIMEOUT
+    with (
+        read_time_limit(limit),
+        open_source(data, key, base_dir=base_dir, party=party, sep=sep) as source,
+    ):
         return source.column_names()
 
 

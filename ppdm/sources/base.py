@@ -37,6 +37,7 @@ from ppdm.sources.counting import (
     label_array,
     sorted_unique,
 )
+from ppdm.sources.limits import current_read_timeout
 from ppdm.sources.records import RecordBatch, StreamedRecords
 
 __all__ = ["MEMORY_ROWS", "DataSource", "long_to_database"]
@@ -72,6 +73,9 @@ class DataSource(ABC):
 
         self.spec = spec
         self.chunk_rows = counting.DEFAULT_CHUNK_ROWS if chunk_rows is None else chunk_rows
+        # Each read is bounded by the job's timeout when opened inside a job
+        # (:func:`ppdm.sources.limits.read_time_limit`); ``None``: unbounded.
+        self.read_timeout = current_read_timeout()
 
     def describe(self) -> str:
         """Kind and place of the source, for errors and logs (never a credential)."""

@@ -7,6 +7,11 @@ asked for, pushes the candidate-item filter of each counting scan into the scan,
 streams record batches into numpy, so a dataset larger than memory is counted in bounded
 memory (DuckDB's own memory is capped by ``memory_limit`` and spills to a private
 temporary folder). A large FIMI file is streamed in blocks of lines.
+
+Inside a job each DuckDB query and each batch fetch is bounded by the job's timeout: a
+watchdog interrupts the connection (:mod:`ppdm.sources.limits`), and the error is a
+:class:`~ppdm.errors.SourceError` with the fault class ``source-timeout`` (a file that
+cannot be opened: ``source-unreachable``; one DuckDB cannot parse: ``source-malformed``).
 """
 
 from __future__ import annotations
@@ -23,12 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from ppdm.errors import ConfigError
+from ppdm.errors import ConfigError, SourceError
 from ppdm.mining.itemsets import TransactionDB
 from ppdm.mining.readers import read_basket_csv, read_fimi
 from ppdm.sources.base import DataSource, long_to_database
 from ppdm.sources.config import SourceSpec, quote_identifier
 from ppdm.sources.counting import Batch, label_array
+from ppdm.sources.limits import Watchdog, duckdb_fault
 from ppdm.sources.records import RecordBatch
 
 __all__ = ["DUCKDB_MEMORY_LIMIT", "FileSource", "ParquetDatasetSource", "fimi_batches"]
@@ -191,26 +197,41 @@ class _ParquetTable:
         here and raised as a :class:`ConfigError` naming only the source."""
         import duckdb
 
+        con = self.con
+        dog = Watchdog(self.source.read_timeout, con.interrupt)
         try:
-            return fetch(self.con.sql(sql))
+            with dog.guard():
+                return fetch(con.sql(sql))
         except duckdb.Error as exc:
-            raise self._failure(exc) from None
+            raise self._failure(exc, timed_out=dog.fired) from None
 
-    def _failure(self, exc: BaseException) -> ConfigError:
-        log.warning("%s: DuckDB: %s", self.source.describe(), exc)
-        return ConfigError(
+    def _failure(self, exc: BaseException, *, timed_out: bool = False) -> SourceError:
+        fault = duckdb_fault(exc, timed_out=timed_out)
+        log.warning("%s: DuckDB (%s): %s", self.source.describe(), fault, exc)
+        return SourceError(
+            fault,
             f"{self.source.describe()}: cannot read the Parquet data "
-            f"({type(exc).__name__}; see the node's log)"
+            f"({fault}: {type(exc).__name__}; see the node's log)",
         )
 
     def _stream(self, sql: str) -> Iterator[Any]:
-        """The record batches of ``sql``, streamed."""
+        """The record batches of ``sql``, streamed; each fetch bounded by the read limit."""
         import duckdb
+        import pyarrow as pa
 
+        con = self.con
+        dog = Watchdog(self.source.read_timeout, con.interrupt)
         try:
-            yield from self._run(sql, _arrow_reader)
-        except duckdb.Error as exc:
-            raise self._failure(exc) from None
+            with dog.guard():
+                batches = iter(_arrow_reader(con.sql(sql)))
+            while True:
+                with dog.guard():
+                    batch = next(batches, None)
+                if batch is None:
+                    return
+                yield batch
+        except (duckdb.Error, pa.ArrowException) as exc:
+            raise self._failure(exc, timed_out=dog.fired) from None
 
     def column_names(self) -> list[str]:
         return [str(r[0]) for r in self._run(f"DESCRIBE SELECT * FROM {self.relation}", _rows)]

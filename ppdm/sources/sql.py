@@ -15,14 +15,22 @@ level's candidate items>) ORDER BY tid`` through a server-side cursor (rows arri
 batches; the database sorts). Column names from job parameters are quoted identifiers.
 
 Errors: a driver error is logged on the node (with the password, if it appears, masked)
-and raised as a :class:`~ppdm.errors.ConfigError` naming only the source, the error class
-and the SQLSTATE -- a database message can quote the data.
+and raised as a :class:`~ppdm.errors.SourceError` naming only the source, the error class
+and the SQLSTATE -- a database message can quote the data -- with its fault class
+(``source-locked``, ``source-unreachable``, ``source-malformed``, ``source-timeout``).
+
+Stalls: inside a job every read is bounded by the job's timeout ``T``
+(:mod:`ppdm.sources.limits`): PostgreSQL sessions start with ``statement_timeout = T``
+and ``lock_timeout = 0.8 T`` and connect within ``min(T, 15 s)``; SQLite waits at most
+``T`` on a locked file and interrupts a statement running past ``T``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
+import time
 from collections.abc import Iterator, Sequence
 from decimal import Decimal
 from typing import Any
@@ -30,11 +38,12 @@ from urllib.parse import quote
 
 import numpy as np
 
-from ppdm.errors import ConfigError
+from ppdm.errors import ConfigError, SourceError
 from ppdm.mining.itemsets import TransactionDB
 from ppdm.sources.base import DataSource, long_to_database
 from ppdm.sources.config import SourceSpec, quote_identifier, resolve_password
 from ppdm.sources.counting import Batch, label_array
+from ppdm.sources.limits import LOCK_SHARE, postgres_fault, sqlite_fault
 from ppdm.sources.records import RecordBatch
 
 __all__ = ["FETCH_ROWS", "SqlSource"]
@@ -53,6 +62,8 @@ class SqlSource(DataSource):
         self._conn: Any = None
         self._password: str | None = None
         self._cursors = 0
+        self._started = 0.0  # when the running SQLite statement started (monotonic)
+        self._timed_out = False
 
     # -- connection -----------------------------------------------------------------------
 
@@ -65,38 +76,70 @@ class SqlSource(DataSource):
 
             path = spec.file_path
             if not path.is_file():
-                raise ConfigError(f"{self.describe()}: database file not found")
+                raise SourceError(
+                    "source-unreachable", f"{self.describe()}: database file not found"
+                )
+            busy = 5.0 if self.read_timeout is None else self.read_timeout
             try:
-                self._conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
+                conn: Any = sqlite3.connect(
+                    f"file:{quote(str(path))}?mode=ro", uri=True, timeout=busy
+                )
             except sqlite3.Error as exc:
-                raise self._failure(exc) from None
-            return self._conn
+                raise self._failure(exc, connecting=True) from None
+            if self.read_timeout is not None:
+                conn.set_progress_handler(self._sqlite_overdue, 10_000)
+            self._conn = conn
+            return conn
         import psycopg
 
         self._password = resolve_password(spec)
+        options: dict[str, Any] = {"connect_timeout": 15}
+        if self.read_timeout is not None:
+            ms = max(1, int(self.read_timeout * 1000))
+            lock_ms = max(1, int(self.read_timeout * LOCK_SHARE * 1000))
+            # libpq counts whole seconds, at least 2; never longer than without a bound
+            options["connect_timeout"] = max(2, min(15, math.ceil(self.read_timeout)))
+            options["options"] = f"-c statement_timeout={ms} -c lock_timeout={lock_ms}"
         try:
             conn = psycopg.connect(
                 spec.url or "",
                 password=self._password,
-                connect_timeout=15,
                 application_name="ppdm",
+                **options,
             )
             conn.read_only = True
         except psycopg.Error as exc:
-            raise self._failure(exc) from None
+            raise self._failure(exc, connecting=True) from None
         self._conn = conn
         return conn
 
-    def _failure(self, exc: BaseException) -> ConfigError:
+    def _sqlite_overdue(self) -> int:
+        """SQLite's progress handler: non-zero interrupts a statement running past the
+        read bound."""
+        overdue = (
+            self.read_timeout is not None
+            and self._started > 0
+            and time.monotonic() - self._started > self.read_timeout
+        )
+        if overdue:
+            self._timed_out = True
+        return int(overdue)
+
+    def _failure(self, exc: BaseException, *, connecting: bool = False) -> SourceError:
         message = str(exc)
         if self._password:
             message = message.replace(self._password, "***")
-        log.warning("%s: %s: %s", self.describe(), type(exc).__name__, message)
+        if self.spec.scheme == "sqlite":
+            fault = sqlite_fault(exc, timed_out=self._timed_out)
+        else:
+            fault = postgres_fault(exc, connecting=connecting)
+        log.warning("%s: %s (%s): %s", self.describe(), type(exc).__name__, fault, message)
         code = getattr(exc, "sqlstate", None)
         detail = type(exc).__name__ + (f", SQLSTATE {code}" if code else "")
-        return ConfigError(
+        return SourceError(
+            fault,
             f"{self.describe()}: the database refused the connection or the query "
-            f"({detail}; see the node's log)"
+            f"({fault}: {detail}; see the node's log)",
         )
 
     def close(self) -> None:
@@ -123,11 +166,20 @@ class SqlSource(DataSource):
             import sqlite3
 
             try:
+                self._timed_out = False
+                self._started = time.monotonic()
                 cur = conn.execute(sql, tuple(params))
-                while rows := cur.fetchmany(FETCH_ROWS):
+                while True:
+                    self._started = time.monotonic()  # each fetch is one bounded read
+                    rows = cur.fetchmany(FETCH_ROWS)
+                    self._started = 0.0
+                    if not rows:
+                        break
                     yield rows
             except sqlite3.Error as exc:
                 raise self._failure(exc) from None
+            finally:
+                self._started = 0.0
             return
         import psycopg
 
@@ -149,9 +201,13 @@ class SqlSource(DataSource):
             import sqlite3
 
             try:
+                self._timed_out = False
+                self._started = time.monotonic()
                 cur = conn.execute(sql)
             except sqlite3.Error as exc:
                 raise self._failure(exc) from None
+            finally:
+                self._started = 0.0
             return [str(d[0]) for d in cur.description]
         import psycopg
 

@@ -211,6 +211,8 @@ def test_wrong_separator_is_explained(tmp_path, capsys):
             "anonymize",
             "--input",
             str(tmp_path / "t.csv"),
+            "--sep",  # given wrong on purpose (left out, it is sniffed: ';')
+            ",",
             "--qi",
             "a",
             "--k",

@@ -92,7 +92,7 @@ def test_hide_accepts_items_written_as_strings(fimi_dir, tmp_path, capsys):
 
 def test_simulate_plot(tmp_path, capsys):
     png = tmp_path / "sum.png"
-    assert main(["simulate", "secure-sum", "--values", "3,5,9", "--plot", str(png)]) == 0
+    assert main(["simulate", "secure-sum", "--values", "3,5,9", "--plot", str(png), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["parties"]["alice"]["result"]["sum"] == 17
     _png(png)

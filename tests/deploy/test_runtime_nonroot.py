@@ -351,6 +351,7 @@ def test_wheel_serves_a_consortium_as_a_non_root_user(runtime: dict) -> None:
             assert all(n.poll() is None for n in nodes.values()), _logs(home)
             time.sleep(0.5)
         assert done.returncode == 0, done.stdout + done.stderr + _logs(home)
+        done = run([ppdm, *health, "--json"])
         report = json.loads(done.stdout)
         assert sorted(report) == list(PARTIES) and all(r["ok"] for r in report.values())
 

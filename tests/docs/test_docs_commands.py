@@ -163,7 +163,7 @@ def _shell_script(page: str, text: str, skipped: list[str]) -> str:
         if serving:  # wait for every node started so far before the next command
             for s in serving:
                 out.append(
-                    f"for i in $(seq 1 200); do ppdm party health --settings {s} "
+                    f"for i in $(seq 1 200); do ppdm party health --self --settings {s} "
                     ">/dev/null 2>&1 && break; sleep 0.3; done"
                 )
             serving = []
@@ -208,10 +208,12 @@ def _run_shell(page: str, text: str, tmp_path: Path, timeout: float = HANG_SECON
     skipped: list[str] = []
     script = _shell_script(page, _prelude(page) + text, skipped)
     work = _workdir(tmp_path)
+    env = _env()
+    env["PPDM_STATE_DIR"] = str(tmp_path / "state")  # the page's own DP budgets
     proc = subprocess.run(
         ["bash", "-c", script],
         cwd=work,
-        env=_env(),
+        env=env,
         capture_output=True,
         text=True,
         timeout=timeout,

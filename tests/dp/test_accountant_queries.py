@@ -239,7 +239,9 @@ def test_local_sensitivity_of_max_is_data_dependent(data: list[int]) -> None:
 def test_cli_dp_queries(tmp_path, capsys) -> None:
     path = tmp_path / "t.csv"
     pd.DataFrame({"age": [30, 40, 50] * 50, "sex": ["F", "M", "M"] * 50}).to_csv(path, index=False)
-    assert main(["dp", "count", "--input", str(path), "--epsilon", "1", "--seed", "1"]) == 0
+    assert (
+        main(["dp", "count", "--input", str(path), "--epsilon", "1", "--seed", "1", "--json"]) == 0
+    )
     doc = json.loads(capsys.readouterr().out)
     assert doc["query"] == "count" and abs(doc["result"] - 150) < 20
     assert doc["budget"]["epsilon_spent"] == 1.0
@@ -284,6 +286,7 @@ def test_cli_dp_queries(tmp_path, capsys) -> None:
                 "gaussian",
                 "--delta",
                 "1e-6",
+                "--json",
             ]
         )
         == 0

@@ -211,6 +211,6 @@ def test_simulate_psi_align_command(tmp_path, monkeypatch, capsys):
     assert main(["simulate", "psi-align", "--inputs", names, "--output", str(out)]) == 0
     doc = json.loads(out.read_text())
     assert [e["result"]["ids"] for e in doc["parties"].values()] == [common] * 3
-    assert main(["simulate", "psi-align", "--generate", "300", "--method", "ec"]) == 0
+    assert main(["simulate", "psi-align", "--generate", "300", "--method", "ec", "--json"]) == 0
     assert '"size": 150' in capsys.readouterr().out
     assert main(["simulate", "psi-align", "--inputs", "nope.csv,other.csv"]) == 2

@@ -191,6 +191,7 @@ def test_partition_cli_writes_settings_data(tmp_path, capsys):
     code, out, err = _cli(
         [
             "partition",
+            "--json",
             "--input",
             str(src),
             "--parties",
@@ -288,6 +289,7 @@ def test_simulate_assoc_string_baskets_prints_document(tmp_path, capsys):
         [
             "simulate",
             "assoc",
+            "--json",
             "--input",
             str(tmp_path / "b.csv"),
             "--parties",
@@ -313,6 +315,7 @@ def test_simulate_assoc_string_baskets_prints_document(tmp_path, capsys):
         [
             "simulate",
             "assoc",
+            "--json",
             "--input",
             str(tmp_path / "b.csv"),
             "--parties",

@@ -23,7 +23,7 @@ from ppdm.mining.itemsets import (
 )
 from ppdm.mining.readers import from_transactions, read_fimi
 
-METHODS = ["fpgrowth", "apriori", "eclat"]
+METHODS = ["auto", "fpgrowth", "apriori", "eclat"]
 
 
 def _plain_read(path: Path, rows: int | None = None) -> list[list[int]]:
@@ -224,7 +224,7 @@ def real_data(fimi_dir: Path) -> dict:
 def test_real_data_matches_mlxtend_and_pyfim(real_data: dict, name: str) -> None:
     tx, db, s = real_data[name]
     ours = {m: frequent_itemsets(db, s, method=m) for m in METHODS}
-    assert ours["fpgrowth"] == ours["apriori"] == ours["eclat"]
+    assert ours["fpgrowth"] == ours["apriori"] == ours["eclat"] == ours["auto"]
     assert _mlxtend(tx, s, "fpgrowth") == ours["fpgrowth"]
     assert _pyfim(tx, min_count(s, len(tx)), "fpgrowth") == ours["fpgrowth"]
     if name in ("mushroom.dat", "chess.dat"):

@@ -242,3 +242,145 @@ def test_vertical_rules_take_each_partys_dataframe(mushroom):
         for s, x in zip(ref["itemsets"], ref["support"], strict=True)
     }
     assert got == want
+
+
+# -- mlxtend's documented call forms, unchanged (issue 24, item 7) ---------------------------
+
+# The example data set of mlxtend's apriori/fpgrowth/association_rules user guides.
+MLXTEND_DATASET = [
+    ["Milk", "Onion", "Nutmeg", "Kidney Beans", "Eggs", "Yogurt"],
+    ["Dill", "Onion", "Nutmeg", "Kidney Beans", "Eggs", "Yogurt"],
+    ["Milk", "Apple", "Kidney Beans", "Eggs"],
+    ["Milk", "Unicorn", "Corn", "Kidney Beans", "Yogurt"],
+    ["Corn", "Onion", "Onion", "Kidney Beans", "Ice cream", "Eggs"],
+]
+
+
+def _sorted_frame(df: pd.DataFrame) -> pd.DataFrame:
+    cols = [c for c in ("antecedents", "consequents", "itemsets") if c in df.columns]
+    key = df[cols].apply(lambda r: repr([sorted(map(str, x)) for x in r]), axis=1)
+    return df.assign(_k=key).sort_values("_k").drop(columns="_k").reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def guide_df() -> pd.DataFrame:
+    return _onehot(MLXTEND_DATASET)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"min_support": 0.6},
+        {"min_support": 0.6, "use_colnames": True},
+        {"min_support": 0.4, "use_colnames": True, "max_len": 2},
+        {"min_support": 0.2, "use_colnames": False, "max_len": 3},
+    ],
+)
+def test_mlxtend_miner_calls_run_unchanged(guide_df, kwargs):
+    from mlxtend.frequent_patterns import apriori as mlx_apriori
+    from mlxtend.frequent_patterns import fpgrowth as mlx_fpgrowth
+
+    from ppdm.mining import apriori as our_apriori
+    from ppdm.mining import fpgrowth as our_fpgrowth
+
+    for ours, theirs in ((our_apriori, mlx_apriori), (our_fpgrowth, mlx_fpgrowth)):
+        want = _sorted_frame(theirs(guide_df, **kwargs))
+        pd.testing.assert_frame_equal(_sorted_frame(ours(guide_df, **kwargs)), want)
+    # frequent_itemsets_df takes the same keywords (it defaults to use_colnames=True)
+    got = frequent_itemsets_df(guide_df, **{"use_colnames": False, **kwargs})
+    want = _sorted_frame(mlx_fpgrowth(guide_df, **{"use_colnames": False, **kwargs}))
+    pd.testing.assert_frame_equal(_sorted_frame(got), want)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize(
+    "metric,threshold",
+    [
+        ("confidence", 0.7),
+        ("confidence", 0.9),
+        ("support", 0.4),
+        ("lift", 1.2),
+        ("leverage", 0.0),
+        ("conviction", 1.0),
+        ("zhangs_metric", 0.0),
+        ("jaccard", 0.3),
+        ("certainty", 0.0),
+        ("kulczynski", 0.6),
+        ("representativity", 1.0),
+        ("antecedent support", 0.6),
+        ("consequent support", 0.6),
+    ],
+)
+def test_mlxtend_rule_calls_run_unchanged(guide_df, mushroom, metric, threshold):
+    from mlxtend.frequent_patterns import association_rules as mlx_rules
+
+    for data, s in ((guide_df, 0.4), (_onehot(mushroom), 0.45)):
+        fi = frequent_itemsets_df(data, min_support=s, use_colnames=True)
+        # with and without num_itemsets, as the mlxtend guides call it
+        for extra in ({}, {"num_itemsets": len(data)}):
+            want = mlx_rules(fi, metric=metric, min_threshold=threshold, **extra)
+            got = association_rules_df(fi, metric=metric, min_threshold=threshold, **extra)
+            assert list(got.columns) == list(want.columns)
+            pd.testing.assert_frame_equal(
+                _sorted_frame(got), _sorted_frame(want), check_exact=False
+            )
+    # return_metrics picks columns, like mlxtend's
+    some = association_rules_df(fi, len(data), return_metrics=["lift", "confidence"])
+    assert list(some.columns) == ["antecedents", "consequents", "confidence", "lift"]
+
+
+def test_rule_options_mlxtend_has_and_ppdm_refuses(guide_df):
+    fi = frequent_itemsets_df(guide_df, min_support=0.6)
+    with pytest.raises(ValueError, match="metric must be one of"):
+        association_rules_df(fi, metric="interest", min_threshold=1)
+    with pytest.raises(ValueError, match="null_values"):
+        association_rules_df(fi, null_values=True)
+    with pytest.raises(ValueError, match="null_values"):
+        frequent_itemsets_df(guide_df, null_values=True)
+
+
+def test_distributed_results_to_frame():
+    tx = _baskets(7, n=180)
+    parts = horizontal_split(len(tx), 3, seed=2)
+    inputs = {f"p{i}": [tx[j] for j in p] for i, p in enumerate(parts)}
+    for reveal in (True, False):
+        sim = ppdm.simulate(
+            lambda net, db, reveal=reveal: horizontal_association_rules(
+                net, db, min_support=0.2, min_confidence=0.5, reveal_counts=reveal
+            ),
+            inputs,
+        )
+        res = sim.results["p1"]
+        frame = res.to_frame()
+        assert list(frame.columns) == list(RULE_COLUMNS)
+        pooled = frequent_itemsets(tx, 0.2)
+        want = association_rules_df(pooled, len(tx), min_confidence=0.5)
+        assert set(zip(frame["antecedents"], frame["consequents"], strict=True)) == set(
+            zip(want["antecedents"], want["consequents"], strict=True)
+        )
+        if reveal:
+            pd.testing.assert_frame_equal(
+                _sorted_frame(frame), _sorted_frame(want), check_exact=False
+            )
+            items = res.itemsets_frame()
+            assert dict(zip(items["itemsets"], items["support"], strict=True)) == {
+                k: v / len(tx) for k, v in pooled.items()
+            }
+        else:
+            assert frame["confidence"].isna().all() and len(frame) == len(want)
+
+
+def test_kmeans_result_to_frame():
+    from ppdm.mining import KMeansResult
+
+    res = KMeansResult(
+        centers=np.array([[0.0, 1.0], [2.0, 3.0]]),
+        labels=np.array([0, 1, 1]),
+        iterations=2,
+        inertia=1.5,
+        converged=True,
+        history=[{"sizes": [1, 2]}],
+    )
+    frame = res.to_frame()
+    assert list(frame.columns) == ["x0", "x1", "size"]
+    assert frame["size"].tolist() == [1, 2] and frame.loc[1, "x1"] == 3.0

@@ -78,6 +78,7 @@ def test_an_expired_member_is_refused_and_the_others_go_on(tmp_path):
                 "health",
                 "--settings",
                 str(bed.settings_path("alice")),
+                "--json",
             ],
             capture_output=True,
             text=True,
@@ -89,3 +90,48 @@ def test_an_expired_member_is_refused_and_the_others_go_on(tmp_path):
         assert report["carol"]["certificate_days_left"] < 30
         assert "ppdm: warning: the certificate of 'carol' expires" in proc.stderr
         assert "ppdm: warning: the certificate of 'dave' expired" in proc.stderr
+
+
+@pytest.mark.parametrize("when", ["expired", "not yet valid"])
+def test_a_member_outside_its_validity_cannot_call_a_node(tmp_path, when):
+    """Dave holds a roster certificate that is expired (or not valid yet) and dials
+    alice's node directly with it, as his own node would: every RPC is refused, so a
+    member outside its validity reaches no job, status or audit history."""
+    import grpc
+
+    from ppdm.proto.ppdm.v1 import party_pb2 as pb
+    from ppdm.proto.ppdm.v1 import party_pb2_grpc
+
+    now = dt.datetime.now(dt.UTC)
+    root = tmp_path / "bed"
+    bed = GrpcTestbed(["alice", "bob", "carol", "dave"], root, timeout=20, keep_ca_key=True)
+    start = now - dt.timedelta(days=400) if when == "expired" else now + dt.timedelta(days=2)
+    _reissue(root, "dave", start=start, days=365)
+    bed.parties = ("alice", "bob", "carol")
+    bed.settings = {p: load_settings(bed.settings_path(p)) for p in bed.parties}
+    with bed:
+        alice = bed.settings["alice"]
+        creds = grpc.ssl_channel_credentials(
+            root_certificates=alice.consortium.party("alice").certificate_pem,
+            private_key=(root / "private" / "dave.key").read_bytes(),
+            certificate_chain=(root / "certs" / "dave.crt").read_bytes(),
+        )
+        options = [("grpc.ssl_target_name_override", "alice")]
+        address = alice.consortium.party("alice").address
+        with grpc.secure_channel(address, creds, options=options) as channel:
+            stub = party_pb2_grpc.PartyStub(channel)
+            calls = {
+                "Health": lambda: stub.Health(pb.HealthRequest(), timeout=30),
+                "ListPending": lambda: stub.ListPending(pb.PendingRequest(), timeout=30),
+                "AuditHistory": lambda: stub.AuditHistory(pb.AuditHistoryRequest(), timeout=30),
+            }
+            for name, call in calls.items():
+                with pytest.raises(grpc.RpcError) as info:
+                    call()
+                assert info.value.code() in (
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    grpc.StatusCode.UNAVAILABLE,
+                ), (name, info.value.code())
+        # The node itself is fine: jobs among the valid members go on.
+        doc = bed.run_job("secure-sum")
+        assert doc["state"] == "succeeded", doc["error"]

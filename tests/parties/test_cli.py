@@ -38,10 +38,10 @@ def test_consortium_init_and_check(tmp_path, capsys):
     assert "ppdm party serve" in capsys.readouterr().out
     settings = load_settings(out / "bob.toml")
     assert settings.listen == "127.0.0.1:50052"
-    assert main(["consortium", "check", str(out / "consortium.toml")]) == 0
+    assert main(["consortium", "check", str(out / "consortium.toml"), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [p["name"] for p in doc["parties"]] == ["alice", "bob", "carol"]
-    assert main(["consortium", "check", str(out / "carol.toml")]) == 0
+    assert main(["consortium", "check", str(out / "carol.toml"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["settings_of"] == "carol"
     # A second init into the same folder needs --force.
     assert "not empty" in one_line_error(capsys, argv)
@@ -130,12 +130,12 @@ def test_job_run_and_health_against_in_process_nodes(tmp_path, capsys):
         doc = json.loads(out.read_text())  # with --output: a short summary on the terminal
         assert f"job {doc['job_id']} (ring-echo): succeeded" in capsys.readouterr().out
         assert doc["parties"]["alice"]["result"]["rounds"] == 2
-        assert main(["job", "status", doc["job_id"], "--settings", s]) == 0
+        assert main(["job", "status", doc["job_id"], "--settings", s, "--json"]) == 0
         status = json.loads(capsys.readouterr().out)
         assert status["bob"]["state"] == "succeeded"
-        assert main(["party", "health", "--settings", s]) == 0
+        assert main(["party", "health", "--settings", s, "--json"]) == 0
         health = json.loads(capsys.readouterr().out)
         assert health["alice"]["ok"] and health["bob"]["party"] == "bob"
         bed.nodes["alice"].stop(grace=0)
-        assert main(["party", "health", "--settings", s, "--timeout", "2"]) == 1
+        assert main(["party", "health", "--settings", s, "--timeout", "2", "--json"]) == 1
         assert json.loads(capsys.readouterr().out)["alice"]["ok"] is False

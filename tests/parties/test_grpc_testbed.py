@@ -102,7 +102,7 @@ def test_cli_job_run_writes_the_document(bed, tmp_path):
     assert "succeeded" in proc.stdout and len(proc.stdout) < 4000
     inputs = {p: v["secure_sum"] for p, v in bed.private_inputs().items()}
     assert doc["parties"]["carol"]["result"]["sum"] == sum(inputs.values())
-    health = ppdm_cli("party", "health", "--settings", str(bed.settings_path("carol")))
+    health = ppdm_cli("party", "health", "--settings", str(bed.settings_path("carol")), "--json")
     assert health.returncode == 0, health.stderr
     assert set(json.loads(health.stdout)) == set(PARTIES)
 
@@ -240,6 +240,7 @@ def test_killing_a_node_mid_job_ends_the_job_everywhere(tmp_path):
                 "job",
                 "run",
                 "ring-echo",
+                "--json",
                 "--settings",
                 str(bed.settings_path("alice")),
                 "--param",
@@ -264,7 +265,7 @@ def test_killing_a_node_mid_job_ends_the_job_everywhere(tmp_path):
             if cli.poll() is None:
                 cli.kill()
         assert cli.returncode == 1, stderr
-        doc = json.loads(stdout)  # without --output the document goes to stdout
+        doc = json.loads(stdout)  # with --json the document goes to stdout
         assert doc["state"] == "failed" and doc["ok"] is False
         assert doc["failed_party"] == "bob"
         assert "unreachable" in doc["parties"]["bob"]["error"]

@@ -320,7 +320,7 @@ def test_kkrt_receiver_cannot_evaluate_the_senders_oprf_from_the_transcript(monk
             AESCTRStream(bytes(k1[j] if chosen[j] else k0[j])) for j in range(kkrt.CODE_BITS)
         ]
         parts = []
-        for (o, m), u in zip(kkrt._spans(bins), sent["u"], strict=True):
+        for (_, m), u in zip(kkrt._spans(bins), sent["u"], strict=True):
             g = np.empty_like(u)
             for j in range(kkrt.CODE_BITS):
                 g[j] = streams[j].read(m // 8)

@@ -86,7 +86,21 @@ def test_transaction_uniqueness_on_fimi(fimi_dir) -> None:
 
 def test_cli_reidentify(tmp_path, capsys) -> None:
     assert (
-        main(["reidentify", "--n", "10000", "--known", "20", "--trials", "50", "--seed", "1"]) == 0
+        main(
+            [
+                "reidentify",
+                "--n",
+                "10000",
+                "--known",
+                "20",
+                "--trials",
+                "50",
+                "--seed",
+                "1",
+                "--json",
+            ]
+        )
+        == 0
     )
     doc = json.loads(capsys.readouterr().out)
     assert doc["union_bound"] == pytest.approx(10_000 / 2**20)
@@ -97,6 +111,7 @@ def test_cli_reidentify(tmp_path, capsys) -> None:
         main(
             [
                 "reidentify",
+                "--json",
                 "--known",
                 "2",
                 "--transactions",

@@ -75,7 +75,7 @@ def test_policy_check_and_validate_errors(tmp_path, capsys):
     assert main(["policy", "validate", str(bad)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "min_parties" in err
-    assert main(["policy", "validate", str(tmp_path / "bob.policy.toml")]) == 0
+    assert main(["policy", "validate", str(tmp_path / "bob.policy.toml"), "--json"]) == 0
     rules = json.loads(capsys.readouterr().out)["jobs"]
     assert rules["secure-sum"]["min_parties"] == 3
 

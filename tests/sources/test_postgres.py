@@ -157,7 +157,7 @@ def bed(postgres, tmp_path_factory, fimi_dir):
     import psycopg
 
     from ppdm.parties.consortium import load_settings
-    from ppdm.service.testbed import GrpcTestbed
+    from ppdm.service.testbed import GrpcTestbed, free_ports
 
     port, admin = postgres
     root = tmp_path_factory.mktemp("pg-grpc")
@@ -195,6 +195,9 @@ def bed(postgres, tmp_path_factory, fimi_dir):
         con.execute("GRANT CONNECT ON DATABASE shop TO ppdm_reader")
         con.execute("GRANT USAGE ON SCHEMA public TO ppdm_reader")
         con.execute("GRANT SELECT (tid, item) ON baskets TO ppdm_reader")
+        # A copy that one test locks (the others keep reading ``baskets``).
+        con.execute("CREATE TABLE locked_baskets AS SELECT * FROM baskets")
+        con.execute("GRANT SELECT (tid, item) ON locked_baskets TO ppdm_reader")
         con.execute("GRANT SELECT (record_id, u, v, w) ON customers TO ppdm_reader")
     secrets = tmp_path_factory.mktemp("secrets")
     pw_file = secrets / "alice-db-password"
@@ -215,6 +218,7 @@ def bed(postgres, tmp_path_factory, fimi_dir):
             testbed.settings_path(p), "records", root / "r" / blobs["parties"][p]["file"]
         )
     url = f"postgresql://ppdm_reader@127.0.0.1:{port}/shop"
+    dead_url = f"postgresql://ppdm_reader@127.0.0.1:{free_ports(1)[0]}/shop"  # no server
     extra = {
         "alice": (
             f'\n[data.baskets_db]\nkind = "sql"\nurl = "{url}"\npassword_file = "{pw_file}"\n'
@@ -223,6 +227,10 @@ def bed(postgres, tmp_path_factory, fimi_dir):
             'table = "baskets"\nengine = "stream"\n'
             f'\n[data.baskets_bad]\nkind = "sql"\nurl = "{url}"\n'
             'password_env = "PPDM_TEST_WRONG_PW"\ntable = "baskets"\n'
+            f'\n[data.baskets_locked]\nkind = "sql"\nurl = "{url}"\npassword_file = "{pw_file}"\n'
+            'table = "locked_baskets"\n'
+            f'\n[data.baskets_unreachable]\nkind = "sql"\nurl = "{dead_url}"\n'
+            f'password_file = "{pw_file}"\ntable = "baskets"\n'
         ),
         "bob": (
             f'\n[data.records_db]\nkind = "sql"\nurl = "{url}"\npassword_env = "PPDM_TEST_DB_PW"\n'
@@ -240,6 +248,8 @@ def bed(postgres, tmp_path_factory, fimi_dir):
             ("records_db", "records"),
             ("records_stream", "records"),
             ("baskets_bad", "baskets"),
+            ("baskets_locked", "baskets"),
+            ("baskets_unreachable", "baskets"),
         ):
             if f"[data.{key}]" not in text:  # the others read the same key from files
                 text += f'\n[data.{key}]\npath = "{load_settings(path).raw["data"][file_key]}"\n'
@@ -332,7 +342,8 @@ def test_a_wrong_password_fails_without_showing_any_password(bed):
     doc = testbed.run_job("assoc", params, timeout=60)
     assert doc["state"] != "succeeded"
     text = json.dumps(doc)
-    assert doc["parties"]["alice"]["error_code"] == "input_error"
+    # the database refused the session: the source cannot be reached (issue 23, item 4)
+    assert doc["parties"]["alice"]["error_code"] == "source-unreachable"
     log = testbed.log("alice")  # the details stay in the node's own log
     assert "refused the connection" in log and "password authentication failed" in log
     for secret in (READER_PASSWORD, WRONG_PASSWORD):
@@ -340,3 +351,61 @@ def test_a_wrong_password_fails_without_showing_any_password(bed):
         for path in testbed.workdir.rglob("*"):  # ledgers, logs, settings, policies
             if path.is_file():
                 assert secret.encode() not in path.read_bytes(), path
+
+
+LOCK_T = 3.0  # the job timeout T of the stall tests
+
+
+def _assert_source_fault(doc: dict, fault: str) -> None:
+    """The job failed at alice with ``fault``, and every peer saw that class."""
+    assert doc["state"] == "failed", doc
+    assert doc["failed_party"] == "alice", doc
+    for p in PARTIES:
+        entry = doc["parties"][p]
+        assert entry["error_code"] == fault, (p, entry)
+        assert entry["error_party"] == "alice", (p, entry)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("t", [2.0, 5.0])
+def test_a_locked_table_ends_the_job_within_about_t_as_source_locked(bed, postgres, t):
+    """Issue 23, item 4: another session holds ``LOCK TABLE ... ACCESS EXCLUSIVE`` on
+    alice's table for the whole job. Her node's session has ``lock_timeout = 0.8 T``:
+    the job fails at alice with the fault class ``source-locked``, which her peers see
+    too, while the lock is still held (without the bound the query waited for the lock
+    and the peers blamed alice for going silent)."""
+    import time
+
+    import psycopg
+
+    testbed, _ = bed
+    _, admin = postgres
+    params = {"mode": "horizontal", "min_support": SUPPORT, "min_confidence": 0.9}
+    with psycopg.connect(dbname="shop", **admin) as holder:
+        holder.execute("LOCK TABLE locked_baskets IN ACCESS EXCLUSIVE MODE")
+        t0 = time.monotonic()
+        doc = testbed.run_job(
+            "assoc", {**params, "data": "baskets_locked"}, timeout=t, deadline=120
+        )
+        elapsed = time.monotonic() - t0
+        # the lock is still held: the job ended on its own bound, not on the lock's end
+        assert holder.execute("SELECT 1").fetchone() == (1,)
+        holder.rollback()
+    print(f"locked table, T = {t:g} s: job ended after {elapsed:.1f} s = {elapsed / t:.2f} T")
+    _assert_source_fault(doc, "source-locked")
+    assert "locked_baskets" not in json.dumps(doc)  # a code, not the database's message
+    log = testbed.log("alice")
+    assert "LockNotAvailable" in log  # the details stay in alice's own log
+    # The same table read after the lock is released works again.
+    ok = testbed.run_job("assoc", {**params, "data": "baskets_locked"}, timeout=60)
+    assert ok["state"] == "succeeded", ok["error"]
+
+
+@pytest.mark.timeout(300)
+def test_an_unreachable_server_is_named_source_unreachable(bed):
+    testbed, _ = bed
+    params = {"mode": "horizontal", "min_support": SUPPORT, "min_confidence": 0.9}
+    doc = testbed.run_job(
+        "assoc", {**params, "data": "baskets_unreachable"}, timeout=LOCK_T, deadline=120
+    )
+    _assert_source_fault(doc, "source-unreachable")

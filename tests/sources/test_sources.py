@@ -32,6 +32,7 @@ from ppdm.sources import (
     SqlSource,
     StreamedCounter,
     open_source,
+    open_spec,
     parse_data_entry,
 )
 from ppdm.sources.counting import transaction_chunks
@@ -563,3 +564,86 @@ def test_streamed_records_project_and_sum_by_group_like_memory(tmp_path):
     labels = rng.integers(0, 4, size=1000)
     got, want = streamed.group_sums(labels, 4), memory.group_sums(labels, 4)
     assert np.allclose(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+# -- bounded stalls (issue 23, item 4) -----------------------------------------------------
+
+
+def _sqlite_baskets(path: Path) -> None:
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE baskets (tid INTEGER, item INTEGER)")
+    con.executemany("INSERT INTO baskets VALUES (?, ?)", [(t, t % 5) for t in range(50)])
+    con.commit()
+    con.close()
+
+
+def test_a_locked_sqlite_file_fails_within_the_bound_as_source_locked(tmp_path):
+    from ppdm.errors import PublicError, SourceError
+    from ppdm.sources import read_time_limit
+
+    _sqlite_baskets(tmp_path / "shop.db")
+    writer = sqlite3.connect(tmp_path / "shop.db", isolation_level=None)
+    writer.execute("BEGIN EXCLUSIVE")  # a writer holds the file
+    entry = {"kind": "sql", "url": "sqlite:///shop.db", "table": "baskets"}
+    try:
+        with read_time_limit(0.3):
+            src = open_source({"b": entry}, "b", base_dir=tmp_path, party="alice")
+        with src, pytest.raises(SourceError) as caught:
+            src.transactions()
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert caught.value.fault == "source-locked"
+    assert PublicError.of(caught.value, "alice").code == "source-locked"
+    with open_source({"b": entry}, "b", base_dir=tmp_path, party="alice") as src:
+        assert src.transactions().n_transactions == 50  # released: read again
+
+
+def test_a_sqlite_query_running_past_the_bound_is_interrupted_as_source_timeout(tmp_path):
+    from ppdm.errors import SourceError
+    from ppdm.sources import read_time_limit
+
+    _sqlite_baskets(tmp_path / "shop.db")
+    endless = (
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
+        "SELECT x AS tid, x % 7 AS item FROM c"
+    )
+    entry = {"kind": "sql", "url": "sqlite:///shop.db", "query": endless}
+    with read_time_limit(0.3):
+        src = open_source({"b": entry}, "b", base_dir=tmp_path, party="alice")
+    with src, pytest.raises(SourceError) as caught:
+        src.transactions()
+    assert caught.value.fault == "source-timeout"
+    assert "tid" not in str(caught.value)  # the class and the source, no query text
+
+
+def test_a_duckdb_scan_running_past_the_bound_is_interrupted_as_source_timeout(tmp_path):
+    from ppdm.errors import SourceError
+    from ppdm.sources import read_time_limit
+    from ppdm.sources.files import _rows
+
+    db = _random_db(1)
+    root = _write_dataset(db, tmp_path / "ds", interleave=False)
+    spec = parse_data_entry("t", {"kind": "parquet", "path": str(root)}, base_dir=tmp_path)
+    with read_time_limit(0.3):
+        src = open_spec(spec)
+    with src:
+        assert src.row_estimate() == len(_long(db)[0])  # a quick read passes the watchdog
+        table = src._table
+        slow = "SELECT count(*) FROM range(100000000000) a, range(10) b WHERE a.range % 7 = b.range"
+        with pytest.raises(SourceError) as caught:
+            table._run(slow, _rows)
+        assert caught.value.fault == "source-timeout"
+        with pytest.raises(SourceError) as streamed:
+            list(table._stream("SELECT a.range FROM range(100000000000) a ORDER BY -a.range"))
+        assert streamed.value.fault == "source-timeout"
+
+
+def test_source_faults_are_public_codes_every_peer_accepts():
+    from ppdm.errors import ERROR_CODES, SOURCE_FAULTS, PublicError, SourceError
+
+    for fault in SOURCE_FAULTS:
+        assert fault in ERROR_CODES
+        public = PublicError.of(SourceError(fault, "secret 1234 in the message"), "alice")
+        assert public.code == fault and "1234" not in public.text()
+    assert SourceError("no-such-class", "x").fault == "source-malformed"

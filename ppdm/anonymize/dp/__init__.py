@@ -8,10 +8,12 @@ Laplace is ever sampled (diffprivlib issues #19 and #94 show why). See
 
 Layers, bottom-up: :mod:`._exact` (exact Bernoulli trials) -> :mod:`.samplers`
 (geometric, discrete Laplace, discrete Gaussian, exponential mechanism, full-precision
-uniforms) -> :mod:`.mechanisms` -> :mod:`.accountant` -> :mod:`.queries`.
+uniforms) -> :mod:`.mechanisms` -> :mod:`.accountant` (-> :mod:`.budget`, the persistent
+budget of a data set) -> :mod:`.queries`.
 """
 
 from ppdm.anonymize.dp.accountant import BudgetAccountant, BudgetExceededError, ParallelGroup
+from ppdm.anonymize.dp.budget import BudgetFile
 from ppdm.anonymize.dp.mechanisms import (
     DiscreteGaussianMechanism,
     DiscreteLaplaceMechanism,
@@ -39,6 +41,7 @@ from ppdm.anonymize.dp.sensitivity import (
 __all__ = [
     "BudgetAccountant",
     "BudgetExceededError",
+    "BudgetFile",
     "DiscreteGaussianMechanism",
     "DiscreteLaplaceMechanism",
     "ExponentialMechanism",

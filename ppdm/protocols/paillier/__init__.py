@@ -1,12 +1,13 @@
 """Paillier encryption on gmpy2, interoperable with python-paillier (``phe``).
 
 - :mod:`~ppdm.protocols.paillier.keys`: keys with ``g = n + 1``, DJN short-randomness
-  encryption with fixed-base tables, CRT decryption, homomorphic operations, validation
+  encryption with fixed-base comb tables, CRT decryption, homomorphic operations, validation
   of peer ciphertexts, protobuf serialization, ``phe`` conversion.
 - :mod:`~ppdm.protocols.paillier.encoding`: signed integers, fixed point and slot
   packing with overflow checks.
 - :mod:`~ppdm.protocols.paillier.batch`: numpy batch APIs and packed vectors.
-- :mod:`~ppdm.protocols.paillier.pool`: the optional process pool (``workers=``).
+- :mod:`~ppdm.protocols.paillier.pool`: the optional process pool (``workers=``); it
+  knows nothing of keys (``keys`` hands it worker tasks), so the two depend one way.
 
 >>> pub, priv = generate_keypair(512, allow_insecure=True)
 >>> c = pub.mul_plain(pub.add_plain(pub.encrypt(7), 3), -4)

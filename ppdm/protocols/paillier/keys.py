@@ -17,10 +17,11 @@ computes the same ``h_s`` from the public key alone and a peer cannot hand us a 
 ordinary one and ciphertexts interoperate with python-paillier (``phe``) both ways.
 Decryption uses the CRT (``c^(p-1) mod p^2`` and ``c^(q-1) mod q^2``, as in ``phe``).
 
-Speed: ``h_s^alpha`` comes from a fixed-base window table (``ceil(bits/w)`` rows of
-``2^w`` powers, built once per key), so an encryption costs ``ceil(bits/w)`` modular
-multiplications instead of a full exponentiation. The key owner uses two half-size tables
-(mod ``p^2`` and ``q^2``) and the CRT.
+Speed: ``h_s^alpha`` comes from a fixed-base comb (Lim-Lee; 8 tables of ``2^12`` powers,
+built once per key), so an encryption of a 1,024-bit ``alpha`` costs 88 modular
+multiplications and 10 squarings instead of a full exponentiation (a fixed-base window
+table of 8-bit digits, the same 32,768 entries, needs 127). The key owner uses two
+half-size combs (mod ``p^2`` and ``q^2``) and the CRT.
 
 Security assumption (document it where keys are used)
 ------------------------------------------------------
@@ -68,6 +69,7 @@ from google.protobuf.message import DecodeError
 
 from ppdm.errors import ProtocolError
 from ppdm.proto.ppdm.v1 import paillier_pb2 as pb
+from ppdm.protocols.paillier import pool
 from ppdm.protocols.paillier.encoding import (
     decode_signed,
     decode_signed_many,
@@ -103,8 +105,11 @@ MAX_KEY_BITS = 8192
 DEFAULT_EXPONENT_BITS: int | None = None
 #: The short-exponent option (an extra assumption, see the module docstring).
 SHORT_EXPONENT_BITS = 256
-#: Window of the fixed-base tables (bits of ``alpha`` per modular multiplication).
-DEFAULT_WINDOW = 8
+#: Teeth of the fixed-base comb tables (:class:`FixedBaseTable`: rows of the exponent
+#: read at once, ``2^window`` entries per block).
+DEFAULT_WINDOW = 12
+#: Column blocks of the comb tables (one table of ``2^window`` entries each).
+DEFAULT_COMB_BLOCKS = 8
 #: Threads that compute randomizers of one large batch at once (gmpy2 releases the GIL
 #: for big-number arithmetic in them, so they use several cores in one process).
 MASK_THREADS = max(1, min(os.cpu_count() or 1, 4))
@@ -158,52 +163,65 @@ def _mpz(value: Any, what: str = "value") -> Any:
 
 
 class FixedBaseTable:
-    """``base^e mod modulus`` for ``0 <= e < 2^exponent_bits`` by a fixed-base windowed
-    table: row ``i`` holds ``base^(d * 2^(w i))`` for ``d < 2^w``, so a power is the
-    product of one entry per row (``ceil(exponent_bits / w)`` multiplications).
+    """``base^e mod modulus`` for ``0 <= e < 2^exponent_bits`` by a fixed-base comb (Lim
+    and Lee, "More flexible exponentiation with precomputation", CRYPTO 1994).
+
+    The exponent's bits are laid out as ``window`` rows of ``a = blocks * b`` bits; the
+    table holds, for each of the ``blocks`` column blocks, the ``2^window`` products of
+    the powers ``base^(2^(i a + k b))`` over the subsets of rows. A power is then ``b``
+    steps of (square, one table entry per block): ``b - 1`` squarings and at most
+    ``blocks * b`` multiplications, with ``blocks * 2^window`` entries stored. The
+    default (``window=12``, ``blocks=8``) stores as many entries as a fixed-base window
+    table of 8-bit digits (32,768) and needs 98 operations for a 1,024-bit exponent
+    instead of 127.
 
     >>> t = FixedBaseTable(3, 1000003, exponent_bits=20, window=4)
     >>> t.pow(123456) == pow(3, 123456, 1000003)
     True
     """
 
-    def __init__(self, base: int, modulus: int, *, exponent_bits: int, window: int) -> None:
+    def __init__(
+        self,
+        base: int,
+        modulus: int,
+        *,
+        exponent_bits: int,
+        window: int,
+        blocks: int = DEFAULT_COMB_BLOCKS,
+    ) -> None:
         if not 1 <= window <= 16:
             raise ValueError("window must be in [1, 16]")
         if exponent_bits < 1:
             raise ValueError("exponent_bits must be positive")
-        self.modulus = mpz(modulus)
+        if blocks < 1:
+            raise ValueError("blocks must be positive")
+        self.modulus = m = mpz(modulus)
         self.window = window
         self.exponent_bits = exponent_bits
-        self.mask = (1 << window) - 1
-        rows = -(-exponent_bits // window)
-        m = self.modulus
-        g = mpz(base) % m
-        table: list[list[Any]] = []
-        for _ in range(rows):
-            row = [mpz(1), g]
-            for _d in range(2, 1 << window):
-                row.append(row[-1] * g % m)
-            table.append(row)
-            g = row[-1] * g % m
-        self.rows = table
+        span = -(-exponent_bits // window)  # bits per row before rounding to the blocks
+        self.blocks = v = min(blocks, span)
+        self.steps = b = -(-span // v)
+        self.span = a = v * b
+        # base^(2^j) for every bit position j of the (window x span) layout.
+        powers = [mpz(base) % m]
+        for _ in range(1, window * a):
+            powers.append(powers[-1] * powers[-1] % m)
+        self.tables: list[list[Any]] = []
+        for k in range(v):
+            tab = [mpz(1)]
+            for u in range(1, 1 << window):
+                top = u.bit_length() - 1
+                tab.append(tab[u ^ (1 << top)] * powers[top * a + k * b] % m)
+            self.tables.append(tab)
+        self._weights = (np.uint64(1) << np.arange(window, dtype=np.uint64))[None, :, None, None]
 
     def pow(self, e: int) -> Any:
-        """``base^e mod modulus`` (``0 <= e < 2^(rows * window)``)."""
-        if e < 0 or e >> (len(self.rows) * self.window):
+        """``base^e mod modulus`` (``0 <= e < 2^exponent_bits``)."""
+        if e < 0 or e >> self.exponent_bits:
             raise ValueError("exponent out of the table's range")
-        m = self.modulus
-        if self.window == 8:
-            digits: Iterable[int] = int(e).to_bytes(len(self.rows), "little")
-        else:
-            e = int(e)
-            w, mask = self.window, self.mask
-            digits = [(e >> (w * i)) & mask for i in range(len(self.rows))]
-        acc = None
-        for row, d in zip(self.rows, digits, strict=True):
-            if d:
-                acc = row[d] if acc is None else acc * row[d] % m
-        return mpz(1) if acc is None else acc
+        nbytes = (self.exponent_bits + 7) // 8
+        raw = np.frombuffer(int(e).to_bytes(nbytes, "little"), dtype=np.uint8)
+        return self._evaluate(self._indices(raw.reshape(1, nbytes))[0])
 
     def random_powers(self, count: int) -> list[Any]:
         """``count`` powers ``base^alpha`` for independent uniform ``alpha`` of
@@ -211,34 +229,47 @@ class FixedBaseTable:
         return threaded_batches(self._random_powers, count)
 
     def _random_powers(self, count: int) -> list[Any]:
-        m = self.modulus
-        out = []
-        for digits in self._random_digits(count):
-            acc = None
-            for row, d in zip(self.rows, digits, strict=False):
-                if d:
-                    acc = row[d] if acc is None else acc * row[d] % m
-            out.append(mpz(1) if acc is None else acc)
-        return out
+        return [self._evaluate(steps) for steps in self._indices(self._random_exponents(count))]
 
-    def _random_digits(self, count: int) -> Iterator[Iterable[int]]:
-        """The base-``2^window`` digits (one per row) of ``count`` independent uniform
-        exponents of ``exponent_bits`` bits, drawn from ``os.urandom`` in one call."""
+    def _random_exponents(self, count: int) -> np.ndarray:
+        """``count`` independent uniform exponents of ``exponent_bits`` bits, drawn from
+        ``os.urandom`` in one call: a ``(count, bytes)`` uint8 array, little-endian."""
         nbytes = (self.exponent_bits + 7) // 8
+        raw = np.frombuffer(os.urandom(nbytes * count), dtype=np.uint8).reshape(count, nbytes)
         top = self.exponent_bits % 8
-        raw = bytearray(os.urandom(nbytes * count))
         if top:
-            mask = (1 << top) - 1
-            for i in range(nbytes - 1, len(raw), nbytes):
-                raw[i] &= mask
-        w, mask, rows = self.window, self.mask, len(self.rows)
-        for i in range(0, len(raw), nbytes):
-            chunk = raw[i : i + nbytes]
-            if w == 8:
-                yield chunk
-            else:
-                e = int.from_bytes(chunk, "little")
-                yield [(e >> (w * j)) & mask for j in range(rows)]
+            raw = raw.copy()
+            raw[:, -1] &= np.uint8((1 << top) - 1)
+        return raw
+
+    def _random_digits(self, count: int) -> Iterator[bytes]:
+        """The little-endian bytes of ``count`` exponents from the sampler of
+        :meth:`random_powers`."""
+        for row in self._random_exponents(count):
+            yield row.tobytes()
+
+    def _indices(self, raw: np.ndarray) -> list[list[list[int]]]:
+        """Per exponent (rows of little-endian bytes), the table index of every block at
+        every step, most significant step first: ``[exponent][step][block]``."""
+        count = raw.shape[0]
+        bits = np.unpackbits(raw, axis=1, bitorder="little")
+        total = self.window * self.span
+        if bits.shape[1] < total:
+            bits = np.pad(bits, ((0, 0), (0, total - bits.shape[1])))
+        layout = bits[:, :total].reshape(count, self.window, self.blocks, self.steps)
+        idx = (layout.astype(np.uint64) * self._weights).sum(axis=1)  # (count, blocks, steps)
+        return idx.transpose(0, 2, 1)[:, ::-1, :].tolist()
+
+    def _evaluate(self, steps: list[list[int]]) -> Any:
+        m = self.modulus
+        acc = None
+        for row in steps:
+            if acc is not None:
+                acc = acc * acc % m
+            for tab, u in zip(self.tables, row, strict=True):
+                if u:
+                    acc = tab[u] if acc is None else acc * tab[u] % m
+        return mpz(1) if acc is None else acc
 
 
 def _derive_h(n: Any) -> Any:
@@ -622,9 +653,15 @@ class PaillierPrivateKey:
         """Residues of many ciphertexts; ``workers > 1`` uses a process pool."""
         cs = [self.public_key.check_ciphertext(c) for c in ciphertexts]
         if workers is not None and workers > 1 and len(cs) >= 2 * _POOL_MIN_CHUNK // 8:
-            from ppdm.protocols.paillier.pool import parallel_decrypt
-
-            return parallel_decrypt(self, cs, workers)
+            pub = self.public_key
+            return pool.map_packed(
+                _decrypt_task,
+                (self.to_bytes(), pub.exponent_bits, pub.window),
+                cs,
+                workers=workers,
+                in_width=pub.ciphertext_bytes,
+                out_width=(pub.bits + 7) // 8,
+            )
         return [self._crt_decrypt(c) for c in cs]
 
     def decrypt(self, ciphertext: int) -> int:
@@ -665,12 +702,24 @@ class PaillierPrivateKey:
         tp, tq, q2inv = self._tables
         p2, q2 = self.psquare, self.qsquare
         out = []
-        for digits in tp._random_digits(count):
-            ap = aq = mpz(1)
-            for rp, rq, d in zip(tp.rows, tq.rows, digits, strict=False):
-                if d:
-                    ap = ap * rp[d] % p2
-                    aq = aq * rq[d] % q2
+        one = mpz(1)
+        for steps in tp._indices(tp._random_exponents(count)):
+            # Both combs in one loop (same layout, same exponent): less interpreter work.
+            ap: Any = None
+            aq: Any = None
+            for row in steps:
+                if ap is not None:
+                    ap = ap * ap % p2
+                    aq = aq * aq % q2
+                for tab_p, tab_q, u in zip(tp.tables, tq.tables, row, strict=True):
+                    if u:
+                        if ap is None:
+                            ap, aq = tab_p[u], tab_q[u]
+                        else:
+                            ap = ap * tab_p[u] % p2
+                            aq = aq * tab_q[u] % q2
+            if ap is None:
+                ap = aq = one
             out.append(aq + q2 * ((ap - aq) * q2inv % p2))
         return out
 
@@ -707,11 +756,48 @@ def _encrypt_residues(
     ``workers > 1`` uses a process pool for big batches."""
     ms = [pub._check_plaintext(m) for m in _as_list(plaintexts)]
     if workers is not None and workers > 1 and len(ms) >= 2 * _POOL_MIN_CHUNK:
-        from ppdm.protocols.paillier.pool import parallel_encrypt
-
-        return parallel_encrypt(pub, priv, ms, workers)
+        kind, blob = (
+            ("private", priv.to_bytes()) if priv is not None else ("public", pub.to_bytes())
+        )
+        return pool.map_packed(
+            _encrypt_task,
+            (kind, blob, pub.exponent_bits, pub.window, pub.ciphertext_bytes),
+            ms,
+            workers=workers,
+            in_width=(pub.bits + 7) // 8,
+            out_width=pub.ciphertext_bytes,
+        )
     masks = (priv if priv is not None else pub).random_masks(len(ms))
     return [pub._apply(m, r) for m, r in zip(ms, masks, strict=True)]
+
+
+# Worker side of the process pool (:mod:`ppdm.protocols.paillier.pool` sends these tasks
+# by reference; every worker keeps the keys, and so the tables, it has seen).
+
+_worker_keys: dict[tuple[str, bytes, int, int], Any] = {}
+
+
+def _worker_key(kind: str, blob: bytes, exponent_bits: int, window: int) -> Any:
+    key = (kind, blob, exponent_bits, window)
+    if key not in _worker_keys:
+        if len(_worker_keys) > 8:
+            _worker_keys.clear()
+        cls = PaillierPrivateKey if kind == "private" else PaillierPublicKey
+        _worker_keys[key] = cls.from_bytes(blob, exponent_bits=exponent_bits, window=window)
+    return _worker_keys[key]
+
+
+def _encrypt_task(
+    kind: str, blob: bytes, exponent_bits: int, window: int, out_width: int, width: int, data: bytes
+) -> bytes:
+    key = _worker_key(kind, blob, exponent_bits, window)
+    return pool.pack(key.raw_encrypt_many(pool.unpack(data, width)), out_width)
+
+
+def _decrypt_task(blob: bytes, exponent_bits: int, window: int, width: int, data: bytes) -> bytes:
+    key = _worker_key("private", blob, exponent_bits, window)
+    out_width = (int(key.public_key.n.bit_length()) + 7) // 8
+    return pool.pack(key.raw_decrypt_many(pool.unpack(data, width)), out_width)
 
 
 def _as_list(values: Sequence[int] | np.ndarray) -> list[Any]:

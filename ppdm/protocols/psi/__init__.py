@@ -71,7 +71,7 @@ from ppdm.parties.codec import ByteStrings
 from ppdm.parties.network import Network
 from ppdm.protocols.psi.cuckoo import CuckooFailure, cuckoo_bins
 from ppdm.protocols.psi.ec import ec_receive, ec_send
-from ppdm.protocols.psi.ids import IdSet, dummy_blocks
+from ppdm.protocols.psi.ids import IdSet, dummy_blocks, has_duplicates
 from ppdm.protocols.psi.kkrt import MAX_ITEMS, kkrt_receive, kkrt_send
 from ppdm.protocols.psi.opening import (
     DEFAULT_MAX_SET_RATIO,
@@ -135,7 +135,11 @@ def _encode_result(ids: IdSet, values: list[Any]) -> dict[str, Any]:
     return {"kind": ids.kind, "ids": payload}
 
 
-def _decode_result(value: Any, own: IdSet, leader: str, min_set_size: int) -> list[Any]:
+def _decode_result(
+    value: Any, own: IdSet, leader: str, min_set_size: int
+) -> tuple[list[Any], np.ndarray]:
+    """The leader's result checked against this party's ids: the common ids in the
+    common order and their rows here."""
     step = STEP_RESULT
     if isinstance(value, dict) and set(value) == set(BELOW_MINIMUM):
         if value["below_minimum"] is not True:
@@ -149,7 +153,7 @@ def _decode_result(value: Any, own: IdSet, leader: str, min_set_size: int) -> li
     if kind == "int":
         if not isinstance(raw, np.ndarray) or raw.dtype != np.int64 or raw.ndim != 1:
             raise ProtocolError(leader, step, "integer ids must be a 1-D int64 array")
-        got: list[Any] = raw.tolist()
+        got: Any = raw
     else:
         if not isinstance(raw, ByteStrings):
             raise ProtocolError(leader, step, "ids must be a batch of byte strings")
@@ -162,16 +166,17 @@ def _decode_result(value: Any, own: IdSet, leader: str, min_set_size: int) -> li
             got = list(raw)
     if len(got) > len(own):
         raise ProtocolError(leader, step, "more ids than this party holds")
-    if got and kind != own.kind:
+    if len(got) and kind != own.kind:
         raise ProtocolError(leader, step, "the ids are of another kind than this party's")
-    if len(set(got)) != len(got):
+    repeated = has_duplicates(got) if isinstance(got, np.ndarray) else len(set(got)) != len(got)
+    if repeated:
         raise ProtocolError(leader, step, "the intersection repeats an id")
-    mine = set(own.values)
-    if not all(v in mine for v in got):
+    rows = own.locate(got)
+    if rows is None:
         raise ProtocolError(leader, step, "the intersection holds an id this party lacks")
     if len(got) < min_set_size:
         raise ProtocolError(leader, step, "the intersection is below the minimum but was sent")
-    return sorted(got)
+    return own.common(rows)
 
 
 def private_intersection(
@@ -248,7 +253,7 @@ def align(
     if len(group) == 1:
         if len(own) < min_set_size:
             raise AggregationTooSmall(REASON_BELOW)
-        common = sorted(own.values)
+        common, rows = own.common(np.arange(len(own), dtype=np.int64))
         leader = net.me
     else:
         opened = negotiate(
@@ -256,13 +261,11 @@ def align(
         )
         leader = opened.leader
         if net.me == leader:
-            common = _lead(net, own, group, opened.sizes, method, min_set_size)
+            common, rows = _lead(net, own, group, opened.sizes, method, min_set_size)
         else:
             _send(net, leader, own.blocks(), method, opened.sizes[leader])
             value = net.receive(leader, STEP_RESULT, expect=dict)
-            common = _decode_result(value, own, leader, min_set_size)
-    position = {v: i for i, v in enumerate(own.values)}
-    rows = np.fromiter((position[v] for v in common), dtype=np.int64, count=len(common))
+            common, rows = _decode_result(value, own, leader, min_set_size)
     return Alignment(ids=common, rows=rows, leader=leader)
 
 
@@ -273,8 +276,9 @@ def _lead(
     sizes: Mapping[str, int],
     method: str,
     min_set_size: int,
-) -> list[Any]:
-    """The leader's part: PSI with every other party on the running intersection."""
+) -> tuple[list[Any], np.ndarray]:
+    """The leader's part: PSI with every other party on the running intersection; the
+    common ids in the common order and their rows here."""
     others = [p for p in group if p != net.me]
     blocks = own.blocks()
     current = np.arange(len(own), dtype=np.int64)
@@ -285,6 +289,6 @@ def _lead(
     if len(current) < min_set_size:
         net.broadcast(STEP_RESULT, BELOW_MINIMUM, to=others)
         raise AggregationTooSmall(REASON_BELOW)
-    common = sorted(own.values[i] for i in current.tolist())
+    common, rows = own.common(current)
     net.broadcast(STEP_RESULT, _encode_result(own, common), to=others)
-    return common
+    return common, rows

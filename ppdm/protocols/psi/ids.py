@@ -5,9 +5,20 @@ becomes a 16-byte block whose last byte is free (the hash-function index of the 
 code goes there), injective within a kind and separated between kinds:
 
 - ints: the 8 little-endian bytes of the value, then the 7-byte tag ``ppdm-i\\x01``;
-- strings / byte strings: a 15-byte BLAKE2b digest of the UTF-8 / raw bytes, personalized
-  per kind (two different ids share a block with probability about ``2^-120``; a string
-  digest ends in the int tag with probability ``2^-56``).
+- strings / byte strings of at most 14 bytes (UTF-8 for strings): the bytes, zero-padded
+  to 14, then one byte of kind and length (``0xA0 + length`` strings, ``0xB0 + length``
+  byte strings) -- no hashing, so short ids (customer numbers, codes) cost a copy;
+- longer strings / byte strings: a 15-byte BLAKE2b digest of the UTF-8 / raw bytes,
+  personalized per kind. Two different ids share a block with probability about
+  ``2^-120`` (digest against digest, or a digest that happens to equal a direct
+  encoding); a digest ends in the int tag with probability ``2^-56``. Hashing costs
+  about 1 us per id in CPython, so long string ids stay slower than integers.
+
+Every order-dependent step is done on numpy arrays (integer ids) or on hashes (the
+blocks go through AES before cuckoo hashing), so the time does not depend on the order
+the ids come in: random or shuffled ids cost what sorted sequential ones do (the Python
+objects of a shuffled list are scattered in memory, so each is touched once, in one
+vectorized conversion).
 
 The common row order of an alignment is the ids' natural order (ints by value, strings
 and byte strings lexicographically): both parties know the intersection's ids, so each
@@ -19,65 +30,90 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-__all__ = ["BLOCK", "IdSet", "dummy_blocks"]
+__all__ = ["BLOCK", "IdSet", "dummy_blocks", "has_duplicates"]
 
 BLOCK = 16
 _INT_TAG = np.frombuffer(b"ppdm-i\x01", dtype=np.uint8)
 _KINDS = ("int", "str", "bytes")
 
 
-def _kind_of(value: Any) -> str:
-    if isinstance(value, bool):
-        raise TypeError("ids must be ints, strings or byte strings, not bool")
-    if isinstance(value, int | np.integer):
-        return "int"
-    if isinstance(value, str):
-        return "str"
-    if isinstance(value, bytes | bytearray):
-        return "bytes"
-    raise TypeError(f"ids must be ints, strings or byte strings, not {type(value).__name__}")
+_DIRECT = 14  #: longest string / byte string (in bytes) encoded without hashing
+_DIRECT_KIND = {"str": 0xA0, "bytes": 0xB0}
+
+
+def _kind_of_types(types: set[type]) -> str:
+    """The one kind of a set of Python types (``TypeError``/``ValueError`` otherwise)."""
+    kinds = set()
+    for t in types:
+        if issubclass(t, bool | np.bool_):
+            raise TypeError("ids must be ints, strings or byte strings, not bool")
+        if issubclass(t, int | np.integer):
+            kinds.add("int")
+        elif issubclass(t, str):
+            kinds.add("str")
+        elif issubclass(t, bytes | bytearray):
+            kinds.add("bytes")
+        else:
+            raise TypeError(f"ids must be ints, strings or byte strings, not {t.__name__}")
+    if len(kinds) != 1:
+        raise ValueError("ids must all be of one kind (ints, strings or byte strings)")
+    return kinds.pop()
+
+
+def _int_array(values: Sequence[Any]) -> np.ndarray:
+    try:
+        return np.fromiter(values, dtype=np.int64, count=len(values))
+    except OverflowError:
+        raise ValueError("integer ids must fit in 64 signed bits") from None
+
+
+def has_duplicates(arr: np.ndarray) -> bool:
+    """Whether a 1-D array repeats a value (one sort)."""
+    if len(arr) < 2:
+        return False
+    s = np.sort(arr)
+    return bool((s[1:] == s[:-1]).any())
 
 
 @dataclass(frozen=True)
 class IdSet:
-    """A party's distinct ids (``values``, in the order given) and their kind."""
+    """A party's distinct ids (``values``, in the order given) and their kind; integer
+    ids also as an int64 ``array`` (the path every order-dependent step takes)."""
 
     kind: str
     values: list[Any]
+    array: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def of(cls, ids: Sequence[Any] | np.ndarray) -> IdSet:
         """Check and wrap ``ids``: one kind, no duplicates (a :class:`ValueError`
         otherwise; the message names no id)."""
-        if isinstance(ids, np.ndarray):
-            if ids.dtype.kind in "iu":
-                if ids.dtype.kind == "u" and ids.size and int(ids.max()) >= 1 << 63:
-                    raise ValueError("integer ids must fit in 64 signed bits")
-                values: list[Any] = ids.astype(np.int64).tolist()
-            else:
-                values = ids.tolist()
-        else:
-            values = list(ids)
-        if not values:
-            return cls("int", [])
-        kinds = {_kind_of(v) for v in values}
-        if len(kinds) != 1:
-            raise ValueError("ids must all be of one kind (ints, strings or byte strings)")
-        kind = kinds.pop()
-        if kind == "int":
-            values = [int(v) for v in values]
-            if min(values) < -(1 << 63) or max(values) >= 1 << 63:
+        if isinstance(ids, np.ndarray) and ids.dtype.kind in "iu":
+            if ids.dtype.kind == "u" and ids.size and int(ids.max()) >= 1 << 63:
                 raise ValueError("integer ids must fit in 64 signed bits")
-        elif kind == "bytes":
+            return cls._ints(np.ascontiguousarray(ids.ravel(), dtype=np.int64))
+        values: list[Any] = ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
+        if not values:
+            return cls("int", [], np.zeros(0, dtype=np.int64))
+        kind = _kind_of_types(set(map(type, values)))
+        if kind == "int":
+            return cls._ints(_int_array(values))
+        if kind == "bytes":
             values = [bytes(v) for v in values]
         if len(set(values)) != len(values):
             raise ValueError("the id set has duplicate ids")
         return cls(kind, values)
+
+    @classmethod
+    def _ints(cls, arr: np.ndarray) -> IdSet:
+        if has_duplicates(arr):
+            raise ValueError("the id set has duplicate ids")
+        return cls("int", arr.tolist(), arr)
 
     def __len__(self) -> int:
         return len(self.values)
@@ -89,17 +125,30 @@ class IdSet:
         if not n:
             return out
         if self.kind == "int":
-            out[:, :8] = np.asarray(self.values, dtype="<i8").view(np.uint8).reshape(n, 8)
+            arr = self.array if self.array is not None else np.asarray(self.values, "<i8")
+            out[:, :8] = arr.astype("<i8").view(np.uint8).reshape(n, 8)
             out[:, 8:15] = _INT_TAG
             return out
-        person = b"ppdm-psi-" + self.kind.encode()
-        enc = (
-            (v.encode("utf-8", errors="surrogatepass") for v in self.values)
+        raw = (
+            [v.encode("utf-8", errors="surrogatepass") for v in self.values]
             if self.kind == "str"
-            else iter(self.values)
+            else self.values
         )
-        digests = b"".join(hashlib.blake2b(v, digest_size=15, person=person).digest() for v in enc)
-        out[:, :15] = np.frombuffer(digests, dtype=np.uint8).reshape(n, 15)
+        lengths = np.fromiter(map(len, raw), dtype=np.int64, count=n)
+        short = lengths <= _DIRECT
+        if short.any():
+            which = np.flatnonzero(short)
+            fixed = np.array([raw[i] for i in which.tolist()], dtype=f"S{_DIRECT}")
+            out[which, :_DIRECT] = fixed.view(np.uint8).reshape(len(which), _DIRECT)
+            out[which, _DIRECT] = _DIRECT_KIND[self.kind] + lengths[which]
+        if not short.all():
+            person = b"ppdm-psi-" + self.kind.encode()
+            which = np.flatnonzero(~short)
+            digests = b"".join(
+                hashlib.blake2b(raw[i], digest_size=15, person=person).digest()
+                for i in which.tolist()
+            )
+            out[which, :15] = np.frombuffer(digests, dtype=np.uint8).reshape(len(which), 15)
         return out
 
     def item_bytes(self) -> list[bytes]:
@@ -108,7 +157,36 @@ class IdSet:
 
     def sorted(self, values: Sequence[Any]) -> list[Any]:
         """``values`` (ids of this kind) in the common order."""
+        if self.kind == "int":
+            return np.sort(np.asarray(values, dtype=np.int64)).tolist()
         return sorted(values)
+
+    def common(self, rows: np.ndarray) -> tuple[list[Any], np.ndarray]:
+        """The ids at positions ``rows`` of this set in the common order, and their
+        positions in that order."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if self.array is not None:
+            picked = rows[np.argsort(self.array[rows])]  # distinct: no ties
+            return self.array[picked].tolist(), picked
+        picked = np.asarray(sorted(rows.tolist(), key=self.values.__getitem__), dtype=np.int64)
+        return [self.values[i] for i in picked.tolist()], picked
+
+    def locate(self, ids: Sequence[Any] | np.ndarray) -> np.ndarray | None:
+        """The position in this set of each of ``ids`` (of this kind, distinct), or
+        ``None`` if one of them is not in the set."""
+        if self.array is not None:
+            want = np.asarray(ids, dtype=np.int64)
+            order = np.argsort(self.array)
+            at = np.searchsorted(self.array, want, sorter=order)
+            at = np.minimum(at, max(len(order) - 1, 0))
+            if len(want) and (not len(order) or (self.array[order[at]] != want).any()):
+                return None
+            return order[at] if len(want) else np.zeros(0, dtype=np.int64)
+        position = {v: i for i, v in enumerate(self.values)}
+        try:
+            return np.fromiter((position[v] for v in ids), dtype=np.int64, count=len(ids))
+        except KeyError:
+            return None
 
 
 def dummy_blocks(count: int) -> np.ndarray:

@@ -1,0 +1,82 @@
+"""The ``[compute]`` table of a party's settings and the public form of an engine failure
+(issue 28); no Spark needed."""
+
+from __future__ import annotations
+
+import pytest
+
+from ppdm.compute import (
+    COMPUTE_FAULT,
+    ComputeError,
+    EmbeddedEngine,
+    close_engines,
+    engine_for,
+    parse_compute_table,
+)
+from ppdm.errors import ERROR_CODES, ConfigError, PublicError
+
+
+def test_no_table_is_the_embedded_engine():
+    assert parse_compute_table(None).engine == "embedded"
+    assert parse_compute_table({}).engine == "embedded"
+    assert isinstance(engine_for({}), EmbeddedEngine)
+    assert isinstance(engine_for({"compute": {"engine": "embedded"}}), EmbeddedEngine)
+
+
+def test_spark_settings_are_checked_and_normalized():
+    s = parse_compute_table(
+        {
+            "engine": "spark",
+            "master": " spark://10.0.0.5:7077 ",
+            "executor_memory": "4G",
+            "driver_memory": "512m",
+            "conf": {"spark.b": 2, "spark.a": True},
+            "partitions": 16,
+        }
+    )
+    assert s.master == "spark://10.0.0.5:7077"
+    assert (s.executor_memory, s.driver_memory) == ("4g", "512m")
+    assert s.conf == (("spark.a", "true"), ("spark.b", "2"))
+    assert s.partitions == 16
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"engine": "flink"}, "engine must be one of"),
+        ({"engine": "spark", "executor_memory": "lots"}, "executor_memory"),
+        ({"engine": "spark", "driver_memory": "0g"}, "driver_memory"),
+        ({"engine": "spark", "master": ""}, "master"),
+        ({"engine": "spark", "conf": ["spark.x"]}, "conf"),
+        ({"engine": "spark", "partitions": 0}, "partitions"),
+        ({"engine": "spark", "workers": 3}, "unknown key"),
+        ({"master": "local[2]"}, 'spark" only'),
+        ("spark", "must be a table"),
+    ],
+)
+def test_bad_compute_tables_are_refused(table, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_compute_table(table)
+
+
+def test_one_spark_configuration_per_process():
+    a = {"compute": {"engine": "spark", "master": "local[1]"}}
+    b = {"compute": {"engine": "spark", "master": "local[2]"}}
+    try:
+        first = engine_for(a)
+        assert engine_for(a) is first  # the node's jobs share one engine
+        with pytest.raises(ConfigError, match="one Spark driver"):
+            engine_for(b)
+    finally:
+        close_engines()  # no session was started: the engines are lazy
+    assert engine_for(b).settings.master == "local[2]"
+    close_engines()
+
+
+def test_an_engine_failure_is_a_public_fault_class_without_its_message():
+    exc = ComputeError("executor lost while counting items {'secret-item'}")
+    public = PublicError.of(exc, "alice")
+    assert public.code == COMPUTE_FAULT == "compute-failed"
+    assert COMPUTE_FAULT in ERROR_CODES
+    assert public.party == "alice"
+    assert "secret-item" not in public.text()

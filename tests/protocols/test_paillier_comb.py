@@ -1,0 +1,104 @@
+"""The fixed-base comb behind DJN encryption (issue 25, item 5) and the one-way
+``keys -> pool`` dependency (issue 26, item 4)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ppdm.protocols.paillier.keys as keys_module
+from ppdm.protocols.paillier import FixedBaseTable, generate_keypair
+
+MOD = 1_000_000_007 * 998_244_353
+PAILLIER = Path(keys_module.__file__).resolve().parent
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(min_value=1, max_value=300),
+    st.integers(min_value=1, max_value=12),
+    st.integers(min_value=1, max_value=9),
+    st.data(),
+)
+def test_comb_matches_powmod_for_every_layout(bits, window, blocks, data):
+    table = FixedBaseTable(5, MOD, exponent_bits=bits, window=window, blocks=blocks)
+    assert table.span * table.window >= bits  # the layout covers every exponent bit
+    for e in (0, 1, (1 << bits) - 1, data.draw(st.integers(0, (1 << bits) - 1))):
+        assert table.pow(e) == pow(5, e, MOD)
+
+
+def test_comb_refuses_exponents_out_of_range():
+    table = FixedBaseTable(3, MOD, exponent_bits=20, window=4)
+    with pytest.raises(ValueError):
+        table.pow(1 << 20)
+    with pytest.raises(ValueError):
+        table.pow(-1)
+    with pytest.raises(ValueError):
+        FixedBaseTable(3, MOD, exponent_bits=20, window=4, blocks=0)
+
+
+def test_default_comb_costs_fewer_operations_than_the_window_table():
+    """At the 2048-bit default (1,024-bit exponent): 8 blocks x 11 steps = 88
+    multiplications + 10 squarings, against 127 multiplications for a window table of
+    8-bit digits, with the same 32,768 entries."""
+    bits, window, blocks = 1024, keys_module.DEFAULT_WINDOW, keys_module.DEFAULT_COMB_BLOCKS
+    span = -(-bits // window)
+    v = min(blocks, span)
+    steps = -(-span // v)
+    assert v * (1 << window) == 128 * 256
+    assert v * steps + steps - 1 < 127
+
+
+def test_random_powers_are_powers_of_the_sampled_exponents(monkeypatch):
+    """The batch path (exponent bits laid out by numpy) agrees with pow() on the very
+    exponents the sampler drew."""
+    table = FixedBaseTable(7, MOD, exponent_bits=77, window=5, blocks=3)
+    drawn = table._random_exponents(50)
+    monkeypatch.setattr(table, "_random_exponents", lambda count: drawn[:count])
+    got = table._random_powers(50)
+    for row, value in zip(drawn, got, strict=True):
+        e = int.from_bytes(row.tobytes(), "little")
+        assert e < 1 << 77 and value == pow(7, e, MOD)
+
+
+def test_owner_and_public_encryptions_decrypt_with_the_comb():
+    pub, priv = generate_keypair(512, allow_insecure=True)
+    values = np.arange(-70, 70)
+    assert priv.decrypt_many(pub.encrypt_many(values)) == values.tolist()
+    assert priv.decrypt_many(priv.encrypt_many(values)) == values.tolist()
+
+
+def _imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+    return names
+
+
+def test_pool_does_not_import_keys():
+    """The process pool is generic; keys uses it, never the other way round."""
+    assert "ppdm.protocols.paillier.keys" not in _imports(PAILLIER / "pool.py")
+    assert "ppdm.protocols.paillier.pool" in _imports(PAILLIER / "keys.py")
+
+
+def test_owner_masks_are_the_public_masks_of_the_same_exponents(monkeypatch):
+    """The key owner's CRT path (both combs in one loop) gives exactly h_s^alpha mod n^2
+    for the exponents its sampler drew, zero included."""
+    pub, priv = generate_keypair(512, allow_insecure=True)
+    tp, _, _ = priv._tables
+    drawn = tp._random_exponents(40).copy()
+    drawn[0] = 0
+    monkeypatch.setattr(tp, "_random_exponents", lambda count: drawn[:count])
+    masks = priv._random_masks(40)
+    for row, mask in zip(drawn, masks, strict=True):
+        e = int.from_bytes(row.tobytes(), "little")
+        assert mask == pow(int(pub.h_s), e, int(pub.nsquare))
