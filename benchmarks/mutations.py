@@ -142,8 +142,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "paillier-random-module",
         "Paillier randomness from Python's `random` with a fixed seed",
         "ppdm/protocols/paillier/keys.py",
-        "        raw = bytearray(os.urandom(nbytes * count))",
-        '        raw = bytearray(__import__("random").Random(7).randbytes(nbytes * count))',
+        "        raw = np.frombuffer(os.urandom(nbytes * count), dtype=np.uint8)",
+        '        raw = np.frombuffer(__import__("random").Random(7).randbytes(nbytes * count),'
+        " dtype=np.uint8)",
         ("tests/protocols/test_paillier_privacy.py", "tests/protocols/test_paillier.py"),
     ),
     Mutation(

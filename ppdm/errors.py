@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 class PPDMError(Exception):
     """Base class of every error ppdm raises on purpose."""
@@ -141,3 +143,23 @@ class PublicError:
 
     def as_dict(self) -> dict[str, str]:
         return {"code": self.code, "party": self.party, "step": self.step}
+
+
+#: Opens the local cause a node adds to its own refusal or failure for its own owner only
+#: (a caller with the node's own certificate on its own host); never sent to a peer.
+LOCAL_CAUSE_MARK = "[local cause, shown only to this node's owner: "
+_LOCAL_CAUSE = re.compile(re.escape(LOCAL_CAUSE_MARK) + r".*?\](?=$|[;\"\n])", re.S)
+
+
+def with_local_cause(text: str, cause: str) -> str:
+    """``text`` followed by the owner-only ``cause`` in its marked form."""
+    return f"{text} {LOCAL_CAUSE_MARK}{cause}]"
+
+
+def without_local_causes(text: str) -> str:
+    """``text`` with every marked local cause removed (what anyone but the owner sees).
+
+    >>> without_local_causes(with_local_cause("input_error", "no file 'x'") + "; bob: ok")
+    'input_error ; bob: ok'
+    """
+    return _LOCAL_CAUSE.sub("", text)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ppdm.cli._output import load_settings, write_json
-from ppdm.errors import ConfigError
+from ppdm.errors import LOCAL_CAUSE_MARK, ConfigError
 from ppdm.jobs.registry import get_job, job_names
 
 
@@ -357,7 +357,7 @@ def _explain(args: argparse.Namespace) -> int:
         raise ConfigError(f"{settings.name}'s node does not know job {job_id}")
     error = record.get("error") or ""
     cause = ""
-    marker = "[local cause, shown only to this node's owner: "
+    marker = LOCAL_CAUSE_MARK
     if marker in error:
         error, _, cause = error.partition(marker)
         error, cause = error.rstrip(), cause.removesuffix("]")

@@ -506,6 +506,11 @@ def _jsonable(obj: Any) -> Any:
     return obj
 
 
+def _schema_digest(job_id: str, columns: Sequence[str]) -> bytes:
+    """SHA-256 of the job id and the ordered column names (equal lists, equal digests)."""
+    return hashlib.sha256(json.dumps([job_id, list(columns)]).encode("utf-8")).digest()
+
+
 def _check_names(value: Any, party: str, step: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ProtocolError(party, step, "expected a list of column names")
@@ -709,12 +714,18 @@ def run_kmeans(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> di
         records = _aligned_records(net, records, opts, ctx)
     out: dict[str, Any] = {"mode": mode, "party": net.me}
     if mode == "horizontal":
-        net.broadcast("kmeans/schema", records.columns)
+        # The parties compare a digest of their column lists, salted with the job id,
+        # never the names: a peer's column names are its own (and would otherwise reach
+        # this node's log and its owner's view of an error).
+        mine = _schema_digest(net.job_id, records.columns)
+        net.broadcast("kmeans/schema", mine)
         for p, v in net.gather("kmeans/schema").items():
-            if _check_names(v, p, "kmeans/schema") != records.columns:
+            if not isinstance(v, bytes) or len(v) != len(mine):
+                raise ProtocolError(p, "kmeans/schema", "expected a 32-byte schema digest")
+            if v != mine:
                 raise ConfigError(
-                    f"party {p!r} has the columns {v}, this party {records.columns}: "
-                    "horizontal k-means needs the same columns everywhere"
+                    f"party {p!r} has other columns than this party ({len(records.columns)} "
+                    "columns here): horizontal k-means needs the same columns everywhere"
                 )
         init = _initial_centers(opts["init"], records, k, mode)
         try:

@@ -69,7 +69,7 @@ import grpc
 from google.protobuf import struct_pb2
 
 from ppdm import __version__
-from ppdm.errors import ConfigError, PPDMError, PublicError
+from ppdm.errors import ConfigError, PPDMError, PublicError, with_local_cause
 from ppdm.jobs.registry import PartyContext, get_job
 from ppdm.parties.consortium import (
     Consortium,
@@ -542,7 +542,7 @@ class Job:
         running = self.state == pb.JOB_STATE_RUNNING
         error = self.error_text()
         if owner and self.cause and error:
-            error += f" [local cause, shown only to this node's owner: {self.cause}]"
+            error = with_local_cause(error, self.cause)
         msg = pb.JobStatus(
             job_id=self.job_id,
             party=party,
@@ -1766,7 +1766,7 @@ class _Servicer(party_pb2_grpc.PartyServicer):
         except PPDMError as exc:
             text, cause = str(exc), getattr(exc, "cause", "")
             if cause and caller == self.node.name and is_own_host(context):
-                text += f" [local cause, shown only to this node's owner: {cause}]"
+                text = with_local_cause(text, cause)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, text)
         decision = {
             pb.JOB_STATE_ACCEPTED: pb.DECISION_ACCEPTED,
@@ -1778,7 +1778,7 @@ class _Servicer(party_pb2_grpc.PartyServicer):
             decision=decision,
             rule=job.rule,
             reason=(
-                f"{job.reason} [local cause, shown only to this node's owner: {job.cause}]"
+                with_local_cause(job.reason, job.cause)
                 if job.cause and caller == self.node.name and is_own_host(context)
                 else job.reason
             ),

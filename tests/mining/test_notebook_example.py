@@ -8,7 +8,9 @@ nbclient (outputs are not stored in the repository) and checks the last cells' o
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,13 +29,28 @@ def test_notebook_is_stored_without_outputs():
     assert code and all(not c.outputs and c.execution_count is None for c in code)
 
 
-def test_notebook_executes(shared_data: Path, monkeypatch):
+def _this_interpreters_kernel(root: Path) -> str:
+    """A kernel spec that starts this very interpreter (never a ``python3`` found
+    elsewhere on the machine), under ``root`` on ``JUPYTER_PATH``; returns its name."""
+    name = "ppdm-tests"
+    spec = root / "kernels" / name
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    spec.joinpath("kernel.json").write_text(
+        json.dumps({"argv": argv, "display_name": name, "language": "python"})
+    )
+    return name
+
+
+def test_notebook_executes(shared_data: Path, monkeypatch, tmp_path):
     monkeypatch.setenv("PPDM_SHARED", str(shared_data.parent))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))
+    kernel = _this_interpreters_kernel(tmp_path)
     nb = nbformat.read(NOTEBOOK, as_version=4)
     client = nbclient.NotebookClient(
         nb,
         timeout=240,  # per cell: catches a hang, not a speed goal
-        kernel_name="python3",
+        kernel_name=kernel,
         resources={"metadata": {"path": str(NOTEBOOK.parent)}},
     )
     client.execute(env=dict(os.environ))

@@ -17,6 +17,7 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
+from ppdm.errors import without_local_causes
 from ppdm.parties.consortium import generate_ca, issue_certificate
 from ppdm.parties.grpc_net import split_envelope
 from ppdm.parties.local import run_local
@@ -223,8 +224,11 @@ def test_malformed_messages_end_the_job_with_a_protocol_error(bed):
     assert error.startswith("protocol_error: party 'bob' at step 'ring-echo/token'")
     alice = doc["parties"]["alice"]
     assert (alice["error_code"], alice["error_party"]) == ("protocol_error", "bob")
-    # The details stay in alice's own log.
-    assert "malformed frames" not in json.dumps(doc) and "malformed frames" in bed.log("alice")
+    # The details stay at alice's node: its log, and the cause it shows its own owner
+    # (the initiator here) inside the marked part of its own record; nothing elsewhere.
+    outside = without_local_causes(json.dumps(doc))
+    assert "malformed frames" not in outside and "malformed frames" in bed.log("alice")
+    assert "malformed frames" not in json.dumps(doc["parties"]["bob"])
 
 
 def test_killing_a_node_mid_job_ends_the_job_everywhere(tmp_path):
