@@ -31,7 +31,7 @@ from benchmarks._common import Report, Row, parser
 from ppdm.console.security import read_token
 from ppdm.parties.consortium import write_toml
 from ppdm.service.client import pending_jobs, run_job
-from ppdm.service.testbed import GrpcTestbed, free_ports
+from ppdm.testbed.consortia import GrpcTestbed, free_ports
 
 POLICY = "version = 1\n[defaults]\nconsent = true\nconsent_timeout_s = 600\n"
 

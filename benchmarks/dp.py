@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import Report, Row, parser, timed
 
-from ppdm.anonymize.dp import (
+from ppdm.dp import (
     ExponentialMechanism,
     SnappingMechanism,
     sample_discrete_gaussian,

@@ -2,7 +2,7 @@
 
 Issue 11's goal: the policy check and the ledger write add at most 5 ms to a job's start.
 Measured in one run, on in-process nodes of a 3-party consortium over gRPC + mutual TLS on
-127.0.0.1 (``ppdm.service.testbed.LoopbackConsortium``):
+127.0.0.1 (``ppdm.testbed.consortia.LoopbackConsortium``):
 
 - ``decide_ms``: one node's whole decision on a ``secure-sum`` proposal (policy
   evaluation on the declared leakage, input check, disclosure audit with the co-members'
@@ -56,7 +56,7 @@ from ppdm.proto.ppdm.v1 import party_pb2 as pb
 from ppdm.service.client import NodeClient, run_job
 from ppdm.service.node import PartyNode, to_struct
 from ppdm.service.policy import Decision
-from ppdm.service.testbed import LoopbackConsortium
+from ppdm.testbed.consortia import LoopbackConsortium
 
 PARTIES = ("alice", "bob", "carol")
 

@@ -1,7 +1,7 @@
 """A node's memory over many jobs (issue 23, item 7: no per-job growth).
 
 A four-party consortium on 127.0.0.1, one ``ppdm party serve`` process per party
-(``ppdm.service.testbed.GrpcTestbed``). Alice, bob and carol run ``N`` ``secure-sum``
+(``ppdm.testbed.consortia.GrpcTestbed``). Alice, bob and carol run ``N`` ``secure-sum``
 jobs one after another (initiators in turn); dave's node is up the whole time and runs
 none of them: it is the baseline, the drift of a node that only idles for the same time.
 Every 100 jobs (every 25 with ``--quick``) the resident memory (``VmRSS``) of every node
@@ -37,7 +37,7 @@ from _common import Report, Row, parser
 
 from ppdm.service.ledger import verify_file
 from ppdm.service.policy import OPEN_POLICY_TOML
-from ppdm.service.testbed import GrpcTestbed
+from ppdm.testbed.consortia import GrpcTestbed
 
 MEMBERS = ("alice", "bob", "carol")
 IDLE = "dave"

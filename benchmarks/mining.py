@@ -808,7 +808,7 @@ def main() -> None:
             kmeans_rows(report, tmp, n_records, None)
         else:
             from ppdm.service.policy import OPEN_POLICY_TOML
-            from ppdm.service.testbed import GrpcTestbed
+            from ppdm.testbed.consortia import GrpcTestbed
 
             # Benchmark data, not private data: the open policy lets the two-party
             # vertical rows and reveal_counts run (a real owner opts in per job).

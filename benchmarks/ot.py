@@ -222,7 +222,7 @@ def main() -> None:
 
     if not args.no_grpc:
         from ppdm.jobs.paillier import generated_input
-        from ppdm.service.testbed import GrpcTestbed
+        from ppdm.testbed.consortia import GrpcTestbed
 
         with (
             tempfile.TemporaryDirectory() as tmp,

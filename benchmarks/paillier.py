@@ -204,7 +204,7 @@ def main() -> None:
     )
 
     if not args.no_grpc:
-        from ppdm.service.testbed import GrpcTestbed
+        from ppdm.testbed.consortia import GrpcTestbed
 
         x = generated_input("alice", 11, dot_len, 1)
         y = generated_input("bob", 11, dot_len, 1)

@@ -2,15 +2,15 @@
 
 Rows (all measured in one run):
 
-* optimal RR-Both parameters (seed 004 problem 1, tau = 1/3) on the ESGRO setting
+* optimal RR-Both parameters (Guo, Ying & Wu 2011 problem 1, tau = 1/3) on the ESGRO setting
   (education, salary-class, sex, race; occupation sensitive), and the whole RR-Both
   release (parameters + randomization + reconstruction ``P^-1 lambda``), against ppdm's
-  Mondrian with entropy 3-diversity on the same data (seed 004: its own RR-Both was
+  Mondrian with entropy 3-diversity on the same data (Guo, Ying & Wu 2011: its own RR-Both was
   10x slower than generalization; the goal is to be faster than Mondrian);
 * the maximum-likelihood (EM) reconstruction of the same randomized table;
-* RA (seed 002 algorithm 1, proposition 7's probabilities) on Adult's 8 QI, records/s;
-* additive Gaussian noise + EM reconstruction of 10^5 ages (seed 000 20.2);
-* B2's exact discrete Laplace sampler (``ppdm.anonymize.dp.sample_discrete_laplace``):
+* RA (Yang & Qiao 2010, algorithm 1, proposition 7's probabilities) on Adult's 8 QI, records/s;
+* additive Gaussian noise + EM reconstruction of 10^5 ages (Aggarwal 2015, §20.2);
+* B2's exact discrete Laplace sampler (``ppdm.dp.sample_discrete_laplace``):
   samples per second, goal 10^6/s, against numpy's floating-point Laplace (not safe
   for privacy, Mironov 2012) as a speed reference.
 
@@ -32,10 +32,10 @@ from _common import ANONBENCH_QI, Report, Row, load_adult, parser, timed
 
 from ppdm.anonymize.models import EntropyLDiversity
 from ppdm.anonymize.mondrian import mondrian
-from ppdm.anonymize.perturbation._table import contingency, encode
-from ppdm.anonymize.perturbation.ra import random_anonymization
-from ppdm.anonymize.perturbation.randomization import Noise, add_noise, em_reconstruct
-from ppdm.anonymize.perturbation.randomized_response import (
+from ppdm.perturb._table import contingency, encode
+from ppdm.perturb.ra import random_anonymization
+from ppdm.perturb.randomization import Noise, add_noise, em_reconstruct
+from ppdm.perturb.randomized_response import (
     em_estimate_table,
     optimal_parameters,
     randomized_response,
@@ -112,7 +112,7 @@ def main() -> int:
     report.add(Row("noise_em_reconstruction_values_per_s", m / t_rec, "values/s", goal="> 10^5/s"))
 
     try:
-        from ppdm.anonymize.dp import sample_discrete_laplace
+        from ppdm.dp import sample_discrete_laplace
     except ImportError:  # B2's module not present
         sample_discrete_laplace = None
     size = 100_000 if args.quick else 1_000_000

@@ -83,7 +83,7 @@ def in_process(n: int, method: str = "oprf") -> tuple[float, dict[str, Any]]:
 
 
 def over_grpc(sizes: list[int]) -> dict[int, tuple[float, dict[str, Any]]]:
-    from ppdm.service.testbed import GrpcTestbed
+    from ppdm.testbed.consortia import GrpcTestbed
 
     out = {}
     with (
@@ -151,7 +151,7 @@ def real_in_process(kind: str, n: int) -> tuple[float, int]:
 
 def real_over_grpc(n: int, kinds: tuple[str, ...]) -> dict[str, float]:
     """Seconds of the ``psi-align`` job over gRPC with each party's ids in a CSV file."""
-    from ppdm.service.testbed import GrpcTestbed
+    from ppdm.testbed.consortia import GrpcTestbed
 
     out = {}
     with tempfile.TemporaryDirectory() as tmp:

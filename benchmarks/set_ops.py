@@ -90,7 +90,7 @@ def in_process(job: str, n: int) -> tuple[float, dict]:
 
 
 def over_grpc(job: str, n: int) -> tuple[float, dict]:
-    from ppdm.service.testbed import GrpcTestbed
+    from ppdm.testbed.consortia import GrpcTestbed
 
     with (
         tempfile.TemporaryDirectory() as tmp,

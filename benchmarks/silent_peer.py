@@ -1,7 +1,7 @@
 """How soon a silent peer is named (issue 23, item 6: within 2 T for every T >= 1 s).
 
 A three-party consortium on 127.0.0.1, one ``ppdm party serve`` process per party
-(``ppdm.service.testbed.GrpcTestbed``), the job's receive timeout ``T``. While a long
+(``ppdm.testbed.consortia.GrpcTestbed``), the job's receive timeout ``T``. While a long
 ``ring-echo`` job runs, bob's node is frozen (``SIGSTOP``); the figures are the times,
 counted from the freeze, at which the system itself recorded the failure naming the
 silent party: each surviving node's ``ended_at`` in its ledger's job table, and the end of
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import Report, Row, parser
 
-from ppdm.service.testbed import silent_peer_named_after
+from ppdm.testbed.consortia import silent_peer_named_after
 
 
 def main() -> None:

@@ -89,7 +89,7 @@ def main() -> None:
     ]
     with tempfile.TemporaryDirectory() as tmp:
         from ppdm.parties.consortium import init_consortium
-        from ppdm.service.testbed import free_ports
+        from ppdm.testbed.consortia import free_ports
 
         init_consortium(tmp, ["alice", "bob", "carol"], ports=free_ports(3))
         settings = Path(tmp) / "alice.toml"

@@ -1,7 +1,7 @@
 """Party-network transport: streaming throughput and round-trip latency over gRPC with
 mutual TLS, next to raw grpcio with mutual TLS on the same machine (issue 2, item 11).
 
-ppdm side: a :class:`~ppdm.service.testbed.GrpcTestbed` of two ``ppdm party serve``
+ppdm side: a :class:`~ppdm.testbed.consortia.GrpcTestbed` of two ``ppdm party serve``
 processes on 127.0.0.1; throughput is the ``stream`` job (alice sends ``count`` messages
 of ``size`` random bytes to bob through the Network interface: codec, envelopes, frames,
 reassembly, validation; rate measured at the sender until bob's acknowledgement) and
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Report, Row, parser  # noqa: E402
 
 from ppdm.parties.consortium import load_settings  # noqa: E402
-from ppdm.service.testbed import GrpcTestbed, free_ports  # noqa: E402
+from ppdm.testbed.consortia import GrpcTestbed, free_ports  # noqa: E402
 
 _STREAM = "/bench.Raw/Stream"
 _ECHO = "/bench.Raw/Echo"

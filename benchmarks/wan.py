@@ -17,7 +17,7 @@ no bound).
 When run as root with ``ip netns`` (iproute2), the same jobs also run on real nodes
 (``ppdm party serve`` processes, gRPC with mutual TLS), each in its own network namespace,
 behind a userspace relay that delays every forwarded chunk by RTT / 2 per direction
-(:mod:`ppdm.service.netns`); their baseline is the same consortium behind a relay with
+(:mod:`ppdm.testbed.netns`); their baseline is the same consortium behind a relay with
 no delay. Those rows include what the in-process network does not have: starting a job
 (propose, consent, start, status), TLS handshakes and gRPC streams, whose round trips
 the in-process hop count does not include.
@@ -302,7 +302,7 @@ def netns_rows(
 ) -> tuple[list[str], list[str]]:
     """The jobs on real nodes in network namespaces behind a delaying relay; returns the
     jobs over the protocol-rounds bound and those over the bound with control rounds."""
-    from ppdm.service.netns import NetnsConsortium, netns_unavailable
+    from ppdm.testbed.netns import NetnsConsortium, netns_unavailable
 
     reason = netns_unavailable()
     if reason is not None:

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 import ppdm
-from ppdm.anonymize.dp.samplers import sample_discrete_laplace
+from ppdm.dp.samplers import sample_discrete_laplace
 from ppdm.protocols.additive_sum import additive_sum
 
 SHARED = Path(os.environ.get("PPDM_SHARED", Path(__file__).resolve().parents[2] / "shared"))

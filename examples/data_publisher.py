@@ -30,9 +30,9 @@ import pandas as pd
 
 from ppdm.anonymize.api import anonymize
 from ppdm.anonymize.hierarchy import load_hierarchies
-from ppdm.anonymize.perturbation.evaluate import evaluate, write_results
-from ppdm.anonymize.perturbation.randomized_response import randomized_response
-from ppdm.anonymize.risk.report import risk_report
+from ppdm.perturb.evaluate import evaluate, write_results
+from ppdm.perturb.randomized_response import randomized_response
+from ppdm.risk.report import risk_report
 
 # The shared data sets live beside the checkout (../shared/data); PPDM_SHARED overrides.
 SHARED = Path(os.environ.get("PPDM_SHARED", Path(__file__).resolve().parents[2] / "shared"))

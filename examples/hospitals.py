@@ -37,7 +37,7 @@ import numpy as np
 from sklearn.cluster import KMeans
 from sklearn.datasets import load_diabetes
 
-from ppdm.service.testbed import GrpcTestbed
+from ppdm.testbed.consortia import GrpcTestbed
 
 HOSPITALS = {
     "general": ["age", "sex", "bmi", "bp"],

@@ -5,7 +5,7 @@ baskets (here a random third each of the 6,000 retail baskets shipped with ppdm)
 
 1. start a real consortium on this machine -- one ``ppdm party serve`` process per chain,
    gRPC with mutual TLS on 127.0.0.1, every node under the default data-owner policy
-   (``ppdm.service.testbed.GrpcTestbed`` does what ``ppdm consortium init`` and
+   (``ppdm.testbed.consortia.GrpcTestbed`` does what ``ppdm consortium init`` and
    ``ppdm party serve`` do by hand);
 2. run the ``assoc`` job: the frequent itemsets and rules of the *pooled* baskets, found
    with secure set unions and secure threshold tests, so that no chain sees another's
@@ -34,7 +34,7 @@ import numpy as np
 from ppdm.data import retail_sample
 from ppdm.hiding.api import hide_rules
 from ppdm.mining.readers import from_transactions, read_fimi, write_fimi
-from ppdm.service.testbed import GrpcTestbed
+from ppdm.testbed.consortia import GrpcTestbed
 
 CHAINS = ["north", "south", "east"]
 MIN_SUPPORT = 0.02

@@ -48,3 +48,23 @@ def simulate(
     from ppdm.parties.local import simulate as _simulate
 
     return _simulate(fn, inputs, timeout=timeout, job_id=job_id)
+
+
+def _alias_moved(old: str, new: str) -> None:
+    """Make the module being imported as ``old`` an alias of ``new`` (and of each of
+    ``new``'s submodules), warning that the old path is deprecated: the shims left at
+    moved import paths call this, so old imports keep working for one release."""
+    import importlib
+    import pkgutil
+    import sys
+    import warnings
+
+    warnings.warn(
+        f"{old} moved to {new}: import it from there (the old path goes in the next release)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    module = importlib.import_module(new)
+    for info in pkgutil.iter_modules(getattr(module, "__path__", [])):
+        sys.modules[f"{old}.{info.name}"] = importlib.import_module(f"{new}.{info.name}")
+    sys.modules[old] = module

@@ -9,7 +9,7 @@ vector. The first two entries are exact; the count of high-income customers, the
 sensitive one, carries the bank's own discrete Laplace noise of scale ``1/EPS``, so its
 customers are EPS-differentially private in that count even if every other bank
 colludes. The noise is charged to the bank's persistent privacy budget of its books
-(``ppdm dp budget --input BOOKS`` shows it; :mod:`ppdm.anonymize.dp.budget`), so
+(``ppdm dp budget --input BOOKS`` shows it; :mod:`ppdm.dp.budget`), so
 releasing fresh noisy counts again and again cannot average the noise away unnoticed.
 
     python examples/banks/bank_report.py --books banks-data/bank1.csv \\
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ppdm.anonymize.dp import dp_count
-from ppdm.anonymize.dp.budget import BudgetFile, default_budget_path
+from ppdm.dp import dp_count
+from ppdm.dp.budget import BudgetFile, default_budget_path
 
 
 def set_input(settings: Path, values: list[int]) -> None:

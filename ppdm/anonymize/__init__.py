@@ -1,5 +1,4 @@
-"""Local anonymization of microdata before it is published or shared (seed 000 section
-20.3; seed 001).
+"""Local anonymization of microdata before it is published or shared (Aggarwal 2015, §20.3; Xiong n.d.).
 
 Layers, bottom-up:
 

@@ -1,5 +1,5 @@
 """Condensation: synthetic data from group statistics, static and streaming
-(seed 000 section 20.3.1.4, equations 20.6-20.9; Aggarwal and Yu, EDBT 2004).
+(Aggarwal 2015, §20.3.1.4, equations 20.6-20.9; Aggarwal and Yu, EDBT 2004).
 
 Static condensation:
 
@@ -94,7 +94,7 @@ def split_group(
     size: int, sums: np.ndarray, products: np.ndarray
 ) -> tuple[tuple[int, np.ndarray, np.ndarray], tuple[int, np.ndarray, np.ndarray], np.ndarray]:
     """Split a group of ``2k`` records into two groups of ``k`` along its longest
-    eigenvector (seed 000 eqs. 20.6-20.9).
+    eigenvector (Aggarwal 2015, eqs. 20.6-20.9).
 
     Returns the two children's ``(size, Sum(i), Sum(i, j))`` (the first at
     ``mean - R/4 e``, the second at ``mean + R/4 e``) and the unit eigenvector ``e``.
@@ -133,7 +133,7 @@ def synthesize(
     stats: GroupStatistics, rng: RandomSource, *, exact_mean: bool = True
 ) -> tuple[np.ndarray, np.ndarray]:
     """Generate ``r`` synthetic records per group: uniform along each eigenvector of the
-    group's covariance with variance equal to its eigenvalue (seed 000 20.3.1.4 step 4).
+    group's covariance with variance equal to its eigenvalue (Aggarwal 2015, §20.3.1.4 step 4).
 
     Returns the records ``(sum r, d)`` and their group ids. With ``exact_mean`` the
     draws along each eigenvector are centred per group so that each group's synthetic
@@ -158,7 +158,7 @@ def synthesize(
 
 
 class CondensationStream:
-    """Streaming condensation (seed 000 section 20.3.1.4): group statistics maintained
+    """Streaming condensation (Aggarwal 2015, §20.3.1.4): group statistics maintained
     incrementally, groups of ``k`` to ``2k - 1`` records split at ``2k``.
 
     Parameters
@@ -295,7 +295,7 @@ def condensation(
     initial: int | None = None,
 ) -> Release:
     """Replace the numeric columns ``qi`` of ``table`` by condensed synthetic records
-    (seed 000 section 20.3.1.4).
+    (Aggarwal 2015, §20.3.1.4).
 
     Parameters
     ----------

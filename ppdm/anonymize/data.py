@@ -1,6 +1,6 @@
-"""Microdata tables and attribute roles (seed 000 section 20.3).
+"""Microdata tables and attribute roles (Aggarwal 2015, §20.3).
 
-Seed 000 distinguishes explicit identifiers (removed before release), quasi-identifiers
+Aggarwal 2015 distinguishes explicit identifiers (removed before release), quasi-identifiers
 (generalized so that linkage attacks fail), sensitive attributes (released as they are,
 but protected by l-diversity or t-closeness) and, implicitly, the remaining insensitive
 attributes, which are released unchanged.

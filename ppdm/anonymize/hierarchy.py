@@ -1,4 +1,4 @@
-"""Value generalization hierarchies (seed 000 section 20.3.1, Fig. 20.1 and 20.2).
+"""Value generalization hierarchies (Aggarwal 2015, §20.3.1, Fig. 20.1 and 20.2).
 
 A value generalization hierarchy maps every original value of an attribute to one label
 per generalization level; level 0 is the original value and the last level is usually
@@ -7,7 +7,7 @@ per generalization level; level 0 is the original value and the last level is us
 
     39;35-39;30-39;20-39;*
 
-Full-domain generalization (Samarati, Incognito; seed 000 section 20.3.1.1-20.3.1.2) maps
+Full-domain generalization (Samarati, Incognito; Aggarwal 2015, §20.3.1.1-20.3.1.2) maps
 every value of an attribute to the same level, so a level is a function from original
 values to labels. ppdm keeps it as an integer lookup array per level (leaf code -> label
 code), which makes generalizing a column a single ``numpy`` indexing operation.
@@ -104,7 +104,7 @@ class Hierarchy:
 
     Examples
     --------
-    The ZIP code hierarchy of seed 000 Fig. 20.1 (shortened):
+    The ZIP code hierarchy of Aggarwal 2015, Fig. 20.1 (shortened):
 
     >>> h = Hierarchy.from_rows(
     ...     [["10598", "NY", "Northeastern US", "*"],
@@ -199,7 +199,7 @@ class Hierarchy:
         Level ``i`` (1 <= i <= len(widths)) puts every value into the half-open interval
         ``[lo, lo + widths[i-1])`` aligned at ``origin`` (default: ``min(values)`` rounded
         down to a multiple of the widest width); a final level ``*`` is added. Each width
-        must be a whole multiple of the previous one so that intervals nest (seed 000
+        must be a whole multiple of the previous one so that intervals nest (Aggarwal 2015
         section 20.3.1: "a simple hierarchical discretization of the continuous
         attributes").
 

@@ -1,6 +1,6 @@
 """Building value generalization hierarchies from the data, as ARX's hierarchy wizards do.
 
-Seed 000 section 20.3.1: full-domain generalization needs a hierarchy per
+Aggarwal 2015, §20.3.1: full-domain generalization needs a hierarchy per
 quasi-identifier. Writing them by hand is the usual stumbling block, so this module builds
 the common kinds from a column's values:
 

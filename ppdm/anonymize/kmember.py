@@ -1,6 +1,6 @@
-"""Byun's information loss IL(e) and greedy k-member clustering (seed 001).
+"""Byun's information loss IL(e) and greedy k-member clustering (Xiong n.d.).
 
-Seed 001 ("Anonymization methods", slides *Cost Function - Information loss (IL)* and
+Xiong n.d. ("Anonymization methods", slides *Cost Function - Information loss (IL)* and
 *Greedy k-member clustering algorithm*, after Byun et al., DASFAA 2007) turns
 k-anonymization into the k-member clustering problem: find clusters of at least ``k``
 records that minimize the total information loss, where every record of a cluster ``e``
@@ -12,7 +12,7 @@ is generalized to one value covering the whole cluster and
 (``|N_i|`` the size of numeric domain ``N_i`` in the whole table, ``Lambda(U_Cj)`` the
 subtree rooted at the lowest common ancestor of the cluster's values of categorical
 attribute ``C_j`` in its taxonomy tree ``T_Cj``, ``H`` a height). The distance between
-two records is the same quantity for a two-record cluster (seed 001, *Distance between
+two records is the same quantity for a two-record cluster (Xiong n.d., *Distance between
 two categorical values*: ``delta_C(v1, v2) = H(Lambda(v1, v2)) / H(T_D)``).
 
 This module also holds what the other clustering anonymizers share: the encoding of the
@@ -292,13 +292,13 @@ def ncp(space: QISpace, labels: np.ndarray, *, summary: ClassSummary | None = No
 
 
 class ByunInformationLoss:
-    """Byun et al.'s information loss ``IL(e) = |e| * D(e)`` over a table (seed 001).
+    """Byun et al.'s information loss ``IL(e) = |e| * D(e)`` over a table (Xiong n.d.).
 
     The numeric domain sizes ``|N_i|`` are taken over the whole ``table``.
 
     Examples
     --------
-    The worked example of seed 001 (*Cost Function - Information loss (IL)*), with the
+    The worked example of Xiong n.d. (*Cost Function - Information loss (IL)*), with the
     taxonomy trees of Country (height 3) and Occupation (height 2):
 
     >>> records = pd.DataFrame({
@@ -402,7 +402,7 @@ def generalized_frame(
     """``table`` with each QI replaced by its class's generalization.
 
     Numeric QIs become ``"[lo-hi]"`` (``report='ranges'``) or the class mean
-    (``report='averages'``, seed 000 section 20.3.1.3); categorical QIs become the label
+    (``report='averages'``, Aggarwal 2015, §20.3.1.3); categorical QIs become the label
     of the lowest common ancestor of the class's values in their taxonomy.
     """
     if report not in ("ranges", "averages"):
@@ -527,7 +527,7 @@ def merge_until_valid(
     ``cost(i, alive)`` gives the cost of merging class ``i`` into each class (an array
     over all class ids; entries for dead classes are ignored); ``merge(i, j)`` tells the
     caller that ``j`` absorbed ``i``. The smallest violating class is merged first. By
-    the monotonicity lemmas of seed 000 (20.3.1-20.3.4) a union of classes keeps the
+    the monotonicity lemmas of Aggarwal 2015 (20.3.1-20.3.4) a union of classes keeps the
     properties its parts had, and the whole table passes (checked up front), so the loop
     ends. Returns the new labels (``0..g'-1``) and the number of merges.
     """
@@ -649,7 +649,7 @@ def greedy_k_member_clustering(
     rng: RandomSource,
     progress: Progress | None = None,
 ) -> np.ndarray:
-    """Byun's greedy k-member clustering (seed 001), returning a class label per row.
+    """Byun's greedy k-member clustering (Xiong n.d.), returning a class label per row.
 
     Clusters are grown one at a time: start from the record furthest from the previous
     one (the first from a random record), then repeatedly add the record ``r`` that
@@ -766,7 +766,7 @@ def k_member(
     rng: int | RandomSource | None = None,
     progress: Progress | None = None,
 ) -> Release:
-    """k-anonymize ``table`` by Byun et al.'s greedy k-member clustering (seed 001).
+    """k-anonymize ``table`` by Byun et al.'s greedy k-member clustering (Xiong n.d.).
 
     Each cluster's records are generalized to one value per QI: numeric QIs to the
     cluster's range ``"[lo-hi]"``, categorical QIs to the lowest common ancestor of the
@@ -783,7 +783,7 @@ def k_member(
         ``k`` is ``model.min_class_size``. If the model also needs the sensitive
         attribute (l-diversity, t-closeness), clusters that violate it are merged with
         the cluster whose union with them has the smallest IL increase until every
-        cluster passes (the models are monotone under union, seed 000 20.3.2-20.3.3).
+        cluster passes (the models are monotone under union, Aggarwal 2015, §20.3.2-20.3.3).
     sensitive : str, optional
         The sensitive column (required by l-diversity and t-closeness).
     hierarchies : dict of str to Hierarchy, optional

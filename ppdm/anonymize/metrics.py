@@ -1,11 +1,11 @@
-"""Utility metrics of generalized and partitioned releases (seed 001, "Information
-Metrics"; seed 000 section 20.3.1.1 for the generalization height).
+"""Utility metrics of generalized and partitioned releases (Xiong n.d., "Information
+Metrics"; Aggarwal 2015, §20.3.1.1 for the generalization height).
 
 All metrics are always reported together with the suppression rate. Suppressed rows
 count as fully generalized (every QI at the root of its hierarchy) in the per-value
 metrics, as in ARX.
 
-* ``generalization_height`` — sum of the node's levels (seed 000 section 20.3.1.1).
+* ``generalization_height`` — sum of the node's levels (Aggarwal 2015, §20.3.1.1).
 * ``precision`` — Sweeney's Prec (2002): ``1 - sum_(rows, attrs) level/(H_a - 1) /
   (rows * attrs)``; 1 means no generalization ("minimal distortion" family).
 * ``iloss`` — ILoss (Xiao and Tao 2006): a value generalized to ``v*`` costs
@@ -242,7 +242,7 @@ def partition_metrics(
     Each class publishes, per QI, the tightest generalization of its rows: the range
     ``[min, max]`` of a numeric attribute without hierarchy, the lowest common ancestor in
     the hierarchy of a categorical attribute with one, else the set of its values. ILoss
-    and NCP are charged on that (seed 001: ILoss; NCP as Byun's IL per value).
+    and NCP are charged on that (Xiong n.d.: ILoss; NCP as Byun's IL per value).
 
     Parameters
     ----------

@@ -1,12 +1,12 @@
-"""MDAV-generic microaggregation and the IL1-IL5 information-loss measures (seed 001).
+"""MDAV-generic microaggregation and the IL1-IL5 information-loss measures (Xiong n.d.).
 
-Microaggregation (seed 001, *Microaggregation/Clustering*) partitions the records into
+Microaggregation (Xiong n.d., *Microaggregation/Clustering*) partitions the records into
 clusters of at least ``k`` similar records and replaces each record's quasi-identifiers
 by an aggregate of its cluster: the mean for continuous attributes, the median for
 ordinal ones and the mode for nominal ones. The released table is k-anonymous because
 every cluster shares one quasi-identifier tuple.
 
-MDAV-generic (Domingo-Ferrer and Torra, DMKD 2005; seed 001 *Multivariate
+MDAV-generic (Domingo-Ferrer and Torra, DMKD 2005; Xiong n.d. *Multivariate
 microaggregation algorithm*) builds the clusters::
 
     while |R| >= 3k:
@@ -24,7 +24,7 @@ microaggregation algorithm*) builds the clusters::
 as "closest to x~"; this follows the published algorithm, where the bounds read
 ``2k <= |R| <= 3k-1`` and the cluster is built around ``x_r``.)
 
-Distances (seed 001, *MDAV-generic for continuous / categorical attributes*): continuous
+Distances (Xiong n.d., *MDAV-generic for continuous / categorical attributes*): continuous
 attributes are standardized (subtract the mean, divide by the standard deviation) and
 compared with the Euclidean distance; an ordinal attribute contributes
 ``d_ord(a, b) = |{i : a <= i < b}| / |D(V)|`` (categories between ``a`` and ``b`` over the
@@ -73,7 +73,7 @@ def _relative(diff: np.ndarray, ref: np.ndarray) -> np.ndarray:
 
 
 def il_measures(original: np.ndarray | pd.DataFrame, masked: np.ndarray | pd.DataFrame) -> dict:
-    """Information loss IL1-IL5 between continuous original and masked data (seed 001,
+    """Information loss IL1-IL5 between continuous original and masked data (Xiong n.d.,
     *IL measures for continuous attributes*; Domingo-Ferrer and Torra).
 
     With ``n`` records, ``p`` attributes, ``S_j`` the standard deviation, ``v_jl`` the
@@ -218,7 +218,7 @@ def _nearest(space: MixedSpace, rows: np.ndarray, seed_pos: int, k: int) -> np.n
 
 
 def mdav_generic(space: MixedSpace, k: int, *, progress: Progress | None = None) -> np.ndarray:
-    """MDAV-generic (seed 001): a cluster label (0..g-1) for every record; every cluster
+    """MDAV-generic (Xiong n.d.): a cluster label (0..g-1) for every record; every cluster
     has between ``k`` and ``2k - 1`` records (all records when ``n < 2k``).
 
     Ties (in "most distant" and "closest") go to the lowest remaining row. ``x_s`` is
@@ -353,7 +353,7 @@ def mdav(
     rng: int | RandomSource | None = None,
     progress: Progress | None = None,
 ) -> Release:
-    """k-anonymize ``table`` by MDAV-generic microaggregation (seed 001).
+    """k-anonymize ``table`` by MDAV-generic microaggregation (Xiong n.d.).
 
     Each QI value is replaced by its cluster's aggregate: the mean of a continuous
     attribute, the (lower) median category of an ordinal one, the most frequent
@@ -368,7 +368,7 @@ def mdav(
         attribute (l-diversity, t-closeness), MDAV's clusters that violate it are merged
         with their nearest cluster (distance between the clusters' average records),
         smallest violating cluster first, until every cluster passes; by the
-        monotonicity lemmas of seed 000 section 20.3 the whole table passing (checked
+        monotonicity lemmas of Aggarwal 2015, §20.3 the whole table passing (checked
         first) guarantees that this ends.
     sensitive : str, optional
     hierarchies : dict of str to Hierarchy, optional

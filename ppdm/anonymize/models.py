@@ -1,4 +1,4 @@
-"""Privacy models checked on equivalence classes (seed 000 sections 20.3.1-20.3.3).
+"""Privacy models checked on equivalence classes (Aggarwal 2015, §20.3.1-20.3.3).
 
 Every model sees an equivalence class only through the counts of each sensitive value in
 it, so one interface serves every anonymization algorithm: full-domain lattice searches
@@ -6,7 +6,7 @@ it, so one interface serves every anonymization algorithm: full-domain lattice s
 
 * :class:`KAnonymity` — Definition 20.3.1: every class has at least ``k`` records.
 * :class:`DistinctLDiversity` — at least ``l`` distinct sensitive values per class
-  (seed 003, "Distinct l-Diversity"; Machanavajjhala et al. 2007).
+  (Seidl 2016, "Distinct l-Diversity"; Machanavajjhala et al. 2007).
 * :class:`EntropyLDiversity` — Definition 20.3.3, eq. (20.10): the entropy of the class's
   sensitive distribution is at least ``log(l)``.
 * :class:`RecursiveCLDiversity` — Definition 20.3.4, eq. (20.11): with sorted counts
@@ -119,7 +119,7 @@ class PrivacyModel(ABC):
 
 
 class KAnonymity(PrivacyModel):
-    """k-anonymity (seed 000 Definition 20.3.1): every class has at least ``k`` rows."""
+    """k-anonymity (Aggarwal 2015, Definition 20.3.1): every class has at least ``k`` rows."""
 
     name = "k-anonymity"
 
@@ -152,7 +152,7 @@ class _LDiversity(PrivacyModel):
 
 class DistinctLDiversity(_LDiversity):
     """Distinct l-diversity: at least ``l`` distinct sensitive values in every class
-    (seed 003, l-diversity; seed 000 Definition 20.3.2 with "well represented" read as
+    (Seidl 2016, l-diversity; Aggarwal 2015, Definition 20.3.2 with "well represented" read as
     "present")."""
 
     name = "distinct-l-diversity"
@@ -170,7 +170,7 @@ class DistinctLDiversity(_LDiversity):
 
 
 class EntropyLDiversity(_LDiversity):
-    """Entropy l-diversity (seed 000 Definition 20.3.3, eq. 20.10):
+    """Entropy l-diversity (Aggarwal 2015, Definition 20.3.3, eq. 20.10):
     ``-sum p_i log p_i >= log(l)`` (natural logarithms).
 
     >>> EntropyLDiversity(2).check_classes(np.array([[1, 1], [3, 1]])).tolist()
@@ -198,7 +198,7 @@ def entropy(counts: np.ndarray) -> np.ndarray:
 
 
 class RecursiveCLDiversity(_LDiversity):
-    """Recursive (c, l)-diversity (seed 000 Definition 20.3.4, eq. 20.11).
+    """Recursive (c, l)-diversity (Aggarwal 2015, Definition 20.3.4, eq. 20.11).
 
     With the class's counts sorted ``r_1 >= r_2 >= ... >= r_m``, the class satisfies the
     model when ``r_1 < c * (r_l + r_(l+1) + ... + r_m)``; fewer than ``l`` distinct values
@@ -292,7 +292,7 @@ def emd_hierarchical(p: np.ndarray, q: np.ndarray, parents: Sequence[np.ndarray]
 
 
 class TCloseness(PrivacyModel):
-    """t-closeness (seed 000 Definition 20.3.5): ``Dist(P, Q) <= t`` for every class, Q
+    """t-closeness (Aggarwal 2015, Definition 20.3.5): ``Dist(P, Q) <= t`` for every class, Q
     the sensitive distribution of the whole table (learned by :meth:`prepare`).
 
     Parameters

@@ -1,4 +1,4 @@
-"""Mondrian multidimensional partitioning (seed 000 section 20.3.1.3; LeFevre et al. 2006).
+"""Mondrian multidimensional partitioning (Aggarwal 2015, §20.3.1.3; LeFevre et al. 2006).
 
 Mondrian starts from one box holding every record and repeatedly cuts a box in two with
 an axis-parallel cut, as long as both halves satisfy the privacy model::
@@ -240,7 +240,7 @@ def mondrian(
     rng: int | RandomSource | None = None,
     progress: Progress | None = None,
 ) -> Release:
-    """Anonymize ``table`` by Mondrian multidimensional partitioning (seed 000 20.3.1.3).
+    """Anonymize ``table`` by Mondrian multidimensional partitioning (Aggarwal 2015, §20.3.1.3).
 
     Parameters
     ----------

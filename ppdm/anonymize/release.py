@@ -3,7 +3,7 @@
 Released rows are shuffled with a CSPRNG-backed permutation by default (``rng=None``),
 because the row order of the input (often sorted by time of admission or by an
 identifier) could otherwise re-identify records. Identifier columns are dropped and
-suppressed rows are left out (tuple suppression, seed 000 section 20.3.1.1).
+suppressed rows are left out (tuple suppression, Aggarwal 2015, §20.3.1.1).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``ppdm demo``: the supermarket scenario of seed 000 section 20.5 (figure 20.6).
+"""``ppdm demo``: the supermarket scenario of Aggarwal 2015, §20.5 (figure 20.6).
 
 Three supermarket chains each hold their own customers' baskets: a random third of the
 shipped retail baskets (:func:`ppdm.data.retail_sample`, 6,000 Belgian market baskets).

@@ -13,7 +13,7 @@ Noise comes from ``os.urandom`` unless ``--seed`` is given (experiments only). T
 output names the mechanism and the ``(epsilon, delta)`` spent.
 
 Every data set has one privacy budget that persists between calls
-(:mod:`ppdm.anonymize.dp.budget`: a budget file in the state folder, or
+(:mod:`ppdm.dp.budget`: a budget file in the state folder, or
 ``--budget-file``): a query that would exceed what is left is refused (exit code 1) and
 spends nothing. ``ppdm dp budget`` shows the total, what was spent and by which queries;
 ``--set EPS [--delta D]`` changes the total.
@@ -84,7 +84,7 @@ MAX_EPSILON = 100.0
 
 
 def _budget_file(args: argparse.Namespace, path: Path) -> Any:
-    from ppdm.anonymize.dp.budget import BudgetFile, default_budget_path
+    from ppdm.dp.budget import BudgetFile, default_budget_path
 
     where = Path(args.budget_file) if args.budget_file else default_budget_path(path)
     return BudgetFile(where, dataset=str(path.expanduser().resolve()))
@@ -106,7 +106,7 @@ def _run(args: argparse.Namespace) -> int:
     import numpy as np
     import pandas as pd
 
-    from ppdm.anonymize.dp import BudgetExceededError
+    from ppdm.dp import BudgetExceededError
 
     path = Path(args.input)
     if not path.is_file():
@@ -172,7 +172,7 @@ def _query(args: argparse.Namespace, table: Any, column: Any, values: Any, acct:
     """Run the query (charging ``acct`` before any noise is drawn)."""
     import pandas as pd
 
-    from ppdm.anonymize.dp import dp_count, dp_histogram, dp_mean, dp_median, dp_sum
+    from ppdm.dp import dp_count, dp_histogram, dp_mean, dp_median, dp_sum
 
     query = args.query
     common: dict[str, Any] = {"epsilon": args.epsilon, "accountant": acct, "rng": args.seed}

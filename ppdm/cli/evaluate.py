@@ -7,7 +7,7 @@ Example (the ESGRO setting of Adult: education, salary class, sex, race)::
         --method rr-both --param l --values 2,3,4,5 --out DIR
 
 writes ``DIR/results.csv``, ``DIR/results.json`` and ``DIR/plot.png``
-(:mod:`ppdm.anonymize.perturbation.evaluate`).
+(:mod:`ppdm.perturb.evaluate`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def _values(text: str) -> list[float]:
 def _evaluate(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from ppdm.anonymize.perturbation.evaluate import METHODS, evaluate, write_results
+    from ppdm.perturb.evaluate import METHODS, evaluate, write_results
     from ppdm.progress import RichProgress
 
     methods = [m.strip() for m in args.method.split(",") if m.strip()]

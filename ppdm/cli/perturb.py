@@ -59,7 +59,7 @@ def _seed(args: argparse.Namespace) -> int | None:
 
 
 def _rr(args: argparse.Namespace) -> int:
-    from ppdm.anonymize.perturbation.randomized_response import randomized_response
+    from ppdm.perturb.randomized_response import randomized_response
 
     table = _read(args)
     qi = _columns(args.qi, "quasi-identifiers")
@@ -92,7 +92,7 @@ def _rr(args: argparse.Namespace) -> int:
 
 
 def _ra(args: argparse.Namespace) -> int:
-    from ppdm.anonymize.perturbation.ra import random_anonymization
+    from ppdm.perturb.ra import random_anonymization
 
     table = _read(args)
     rel = random_anonymization(
@@ -107,7 +107,7 @@ def _ra(args: argparse.Namespace) -> int:
 
 
 def _anatomy(args: argparse.Namespace) -> int:
-    from ppdm.anonymize.perturbation.anatomy import anatomy
+    from ppdm.perturb.anatomy import anatomy
 
     table = _read(args)
     rel = anatomy(
@@ -131,7 +131,7 @@ def _anatomy(args: argparse.Namespace) -> int:
 def _noise(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from ppdm.anonymize.perturbation.randomization import Noise, add_noise
+    from ppdm.perturb.randomization import Noise, add_noise
 
     table = _read(args)
     noise = Noise(args.noise, args.scale)
@@ -162,7 +162,7 @@ def _reconstruct(args: argparse.Namespace) -> int:
     import numpy as np
     import pandas as pd
 
-    from ppdm.anonymize.perturbation.randomization import Noise, bayes_reconstruct, em_reconstruct
+    from ppdm.perturb.randomization import Noise, bayes_reconstruct, em_reconstruct
 
     table = _read(args)
     if args.column not in table.columns:

@@ -1,4 +1,4 @@
-"""``ppdm risk`` (risk report for a release) and ``ppdm reidentify`` (seed 000 ex. 14-16).
+"""``ppdm risk`` (risk report for a release) and ``ppdm reidentify`` (Aggarwal 2015 ex. 14-16).
 
 ``ppdm risk --input RELEASE.csv --qi age,zip [--sensitive disease] [--population POP.csv]
 [--public VOTERS.csv] [--hierarchy zip=zip.csv] [--out report.json]`` prints a JSON report:
@@ -6,7 +6,7 @@ prosecutor/journalist/marketer re-identification risk, homogeneity and backgroun
 knowledge checks, and a linkage attack against a public table.
 
 ``ppdm reidentify --n 10000 --known 20 [--values 2] [--trials 200]`` puts the
-closed-form collision probability of seed 000 exercises 14-15 beside the rate measured by
+closed-form collision probability of Aggarwal 2015, exercises 14-15 beside the rate measured by
 running the re-identification program (exercise 16) on random databases;
 ``--transactions FILE`` measures uniqueness of ``--known`` purchased items on a FIMI file.
 """
@@ -64,7 +64,7 @@ def _names(text: str | None) -> list[str]:
 
 
 def _run_risk(args: argparse.Namespace) -> int:
-    from ppdm.anonymize.risk import load_hierarchy, risk_report
+    from ppdm.risk import load_hierarchy, risk_report
 
     release = _read_table(args.input, args.sep)
     qi = _names(args.qi)
@@ -102,7 +102,7 @@ def _run_risk(args: argparse.Namespace) -> int:
 
 
 def _run_reidentify(args: argparse.Namespace) -> int:
-    from ppdm.anonymize.risk import (
+    from ppdm.risk import (
         collision_bound,
         collision_probability,
         simulate_reidentification,

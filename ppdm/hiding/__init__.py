@@ -1,4 +1,4 @@
-"""Output privacy (seed 000 section 20.4): association-rule hiding and query auditing.
+"""Output privacy (Aggarwal 2015, §20.4): association-rule hiding and query auditing.
 
 Modules, bottom-up: :mod:`~ppdm.hiding.problem` (sensitive rules, the working copy),
 :mod:`~ppdm.hiding.heuristics` (Verykios et al. 1.a-2.c, SWA, transaction removal),

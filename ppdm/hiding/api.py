@@ -10,7 +10,7 @@ Methods (see :mod:`ppdm.hiding.heuristics`, :mod:`ppdm.hiding.border` and
 ``2.b``    support reduction until either threshold fails
 ``2.c``    support reduction in round robin over itemsets
 ``swa``    Sliding Window Algorithm (Oliveira & Zaiane 2003)
-``remove`` transaction removal (seed 000 section 20.4, heuristic methods)
+``remove`` transaction removal (Aggarwal 2015, §20.4, heuristic methods)
 ``border`` border-based, Sun & Yu (2005)
 ``maxmin`` border-based, Moustakides & Verykios Max-Min (2008)
 ``exact``  integer program (Gkoulalas-Divanis & Verykios 2006), HiGHS

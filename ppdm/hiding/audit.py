@@ -1,4 +1,4 @@
-"""Query auditing for statistical databases (seed 000 section 20.4).
+"""Query auditing for statistical databases (Aggarwal 2015, §20.4).
 
 "In query auditing, the assumption is that users are allowed to issue a sequence of
 queries to the database. However, the response to one or more queries may sometimes lead

@@ -1,4 +1,4 @@
-"""Border-based hiding of the sensitive rules' generating itemsets (seed 000 section 20.4).
+"""Border-based hiding of the sensitive rules' generating itemsets (Aggarwal 2015, §20.4).
 
 "In the case of border-based methods, the border of the frequent pattern mining algorithm
 is adjusted, so as to discover only nonsensitive rules." Once the sensitive itemsets

@@ -1,4 +1,4 @@
-"""Exact association-rule hiding as an integer program (seed 000 section 20.4).
+"""Exact association-rule hiding as an integer program (Aggarwal 2015, §20.4).
 
 "The last class of problems formulates the hiding process as a constraint satisfaction
 problem. This formulation can be solved using integer programming. While these methods

@@ -1,4 +1,4 @@
-"""Heuristic association-rule hiding (seed 000 section 20.4, "heuristic methods").
+"""Heuristic association-rule hiding (Aggarwal 2015, §20.4, "heuristic methods").
 
 Each function edits a :class:`~ppdm.hiding.problem.Workspace` in place until every
 sensitive rule is hidden, and raises :class:`~ppdm.hiding.problem.HidingError` when its
@@ -34,7 +34,7 @@ keeps ``psi`` of its supporting transactions; by default (``psi=None``) the quot
 number of deletions needed to push the rule below MST, spread over the windows in
 proportion to where its transactions lie.
 
-``remove`` -- transaction removal (seed 000 section 20.4: "a subset of transactions are
+``remove`` -- transaction removal (Aggarwal 2015, §20.4: "a subset of transactions are
 removed from the data"): drop the transactions that support the most still-minable
 sensitive rules, shortest first, until all are hidden (the database shrinks, so relative
 supports of other itemsets rise: ghost rules are possible).
@@ -256,7 +256,7 @@ def sliding_window(ws: Workspace, *, window: int = 10_000, psi: float | None = N
 
 
 def transaction_removal(ws: Workspace) -> None:
-    """Drop whole transactions supporting the sensitive rules (seed 000 section 20.4)."""
+    """Drop whole transactions supporting the sensitive rules (Aggarwal 2015, §20.4)."""
     for _ in range(_MAX_SWEEPS):
         pending = [r for r in range(len(ws.rules)) if not ws.hidden(r)]
         if not pending:

@@ -1,4 +1,4 @@
-"""Side effects of rule hiding, recounted by mining both databases (seed 000 section 20.4).
+"""Side effects of rule hiding, recounted by mining both databases (Aggarwal 2015, §20.4).
 
 "In general, if too many transactions are removed, then the remaining nonsensitive rules,
 which are discovered, will not reflect the true set of rules." The measures are those of

@@ -1,6 +1,6 @@
 """The association-rule hiding problem: sensitive rules, thresholds and a working copy.
 
-Seed 000 section 20.4: "a set of sensitive rules are specified by the system
+Aggarwal 2015, §20.4: "a set of sensitive rules are specified by the system
 administrator. The task is to mine all association rules, such that none of the sensitive
 rules are discovered, but all nonsensitive rules are discovered." A rule ``X -> Y`` is
 *hidden* in a database at the thresholds (MST, MCT) when mining there does not report it,

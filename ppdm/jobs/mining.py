@@ -1,6 +1,6 @@
 """The ``assoc`` and ``kmeans`` jobs: distributed mining with each party's own data file.
 
-Issue 5 (seed 000 section 20.5 and figure 20.6): supermarket chains that each hold their
+Issue 5 (Aggarwal 2015, §20.5 and figure 20.6): supermarket chains that each hold their
 own customers' baskets (horizontal partitioning) or stores selling complementary products
 to the same customers (vertical partitioning) mine the pooled data without showing it.
 The protocols are in :mod:`ppdm.mining`; this module is the glue that makes them *jobs*:

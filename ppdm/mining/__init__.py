@@ -20,7 +20,7 @@ forms, :mod:`~ppdm.mining.notebook`); distributed results have ``.to_frame()``; 
 function taking transactions also takes a one-hot DataFrame or a column of item lists
 (:func:`as_transaction_db`).
 
-Seed 000 section 20.5; leakage and cost of each protocol in ``docs/mining.md``.
+Aggarwal 2015, §20.5; leakage and cost of each protocol in ``docs/mining.md``.
 """
 
 from ppdm.mining.assoc_common import AssocResult

@@ -1,7 +1,7 @@
 """Association rules over horizontally partitioned data (Kantarcioglu & Clifton 2004).
 
 Kantarcioglu and Clifton, "Privacy-preserving distributed mining of association rules on
-horizontally partitioned data", IEEE TKDE 16(9), 2004; seed 000 section 20.5 and figure
+horizontally partitioned data", IEEE TKDE 16(9), 2004; Aggarwal 2015, §20.5 and figure
 20.6. Every party holds some of the transactions (its customers' baskets); together they
 find the frequent itemsets and rules of the pooled transactions.
 

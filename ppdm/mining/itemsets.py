@@ -12,7 +12,7 @@ The miners follow the literature:
 
 * :func:`apriori` -- level-wise search with the candidate generation ``apriori_gen`` =
   :func:`join_step` + :func:`prune_step` of Agrawal & Srikant (VLDB 1994), supports
-  counted on bitsets; see seed 000 section 20.3 ("reminiscent of Apriori pruning in
+  counted on bitsets; see Aggarwal 2015, §20.3 ("reminiscent of Apriori pruning in
   frequent itemset mining") and the distributed mining of section 20.5.
 * :func:`eclat` -- Zaki's (IEEE TKDE 2000) depth-first search on the vertical layout: the
   tid-set of ``P + {x}`` is the intersection of tid-sets; here the tid-sets of all
@@ -180,7 +180,7 @@ def join_step(frequent_k: Iterable[tuple]) -> list[tuple]:
 
     Itemsets are sorted tuples; the result is sorted and holds ``p + (a, b)`` for every
     pair ``p + (a,)``, ``p + (b,)`` of the input with ``a < b`` (Agrawal & Srikant 1994,
-    ``apriori-gen``; the same join drives Incognito in seed 000 section 20.3).
+    ``apriori-gen``; the same join drives Incognito in Aggarwal 2015, §20.3).
 
     Examples
     --------

@@ -54,7 +54,7 @@ Horizontal k-means (:func:`horizontal_kmeans`)
     computes per-cluster sums and counts; these are added by secure sum
     (:mod:`ppdm.protocols.secure_sum`, fixed-point encoding with ``fraction_bits``), so
     every party learns the new centers and nothing about another party's records beyond
-    what the centers and counts reveal. Seed 000 section 20.5; the standard secure-sum
+    what the centers and counts reveal. Aggarwal 2015, §20.5; the standard secure-sum
     construction (e.g. Jagannathan & Wright 2005 describe the arbitrarily partitioned
     generalization).
 

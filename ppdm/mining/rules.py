@@ -6,7 +6,7 @@ A rule ``X -> Y`` (``X``, ``Y`` non-empty and disjoint, ``X | Y`` frequent) has
 * confidence ``c(X | Y) / c(X)``,
 * lift ``confidence / (c(Y) / n)``,
 
-as in seed 000 section 20.4 (association rule hiding works on exactly these rules) and
+as in Aggarwal 2015, §20.4 (association rule hiding works on exactly these rules) and
 Agrawal & Srikant (VLDB 1994). Rules of one itemset are generated with their ``ap-genrules``
 procedure: a consequent is extended only if all its sub-consequents gave confident rules,
 because moving items from the antecedent to the consequent can only lower the confidence.

@@ -3,7 +3,7 @@
 Vaidya and Clifton, "Privacy preserving association rule mining in vertically
 partitioned data", KDD 2002 (two parties, secure scalar product), and "Secure set
 intersection cardinality with application to association rule mining", J. Computer
-Security 13(4), 2005 (more parties); seed 000 section 20.5. The parties hold different
+Security 13(4), 2005 (more parties); Aggarwal 2015, §20.5. The parties hold different
 items (columns) of the same transactions (rows, aligned on a common transaction id),
 e.g. stores selling complementary products to the same customers. The item schema — who
 holds which items — is public.

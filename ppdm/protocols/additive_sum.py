@@ -2,7 +2,7 @@
 PRG masks.
 
 Additive sharing of each input among all parties (Benaloh 1986; the "secret sharing"
-secure sum of Clifton et al. 2002, seed 000 section 20.5), with the shares of every pair
+secure sum of Clifton et al. 2002, Aggarwal 2015, §20.5), with the shares of every pair
 derived from a shared key instead of being sent, as in the pairwise masking of Bonawitz
 et al., "Practical secure aggregation for privacy-preserving machine learning", CCS 2017
 (section 4, without dropouts).

@@ -2,7 +2,7 @@
 
 Two parties hold ``l``-bit integers ``x`` (party ``x_party``) and ``y`` (``y_party``) and
 learn ``[x >= y]`` -- both of them, one of them, or only as XOR shares -- and nothing
-else; everything is batched over arrays of comparisons. Seed 000 section 20.5: secure
+else; everything is batched over arrays of comparisons. Aggarwal 2015, §20.5: secure
 comparisons are among the primitive operations distributed mining is built from (the
 global-support threshold of horizontally partitioned association mining; the closest
 cluster of vertically partitioned k-means).

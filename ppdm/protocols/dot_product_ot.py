@@ -2,7 +2,7 @@
 
 Party ``x_party`` holds bits ``x``, party ``y_party`` bits ``y`` (same length ``n``); they
 learn ``x . y = sum_i x_i y_i`` -- both, one of them, or as additive shares mod
-``2^ring_bits`` -- or XOR shares of the bitwise AND ``x AND y``. Seed 000 section 20.5:
+``2^ring_bits`` -- or XOR shares of the bitwise AND ``x AND y``. Aggarwal 2015, §20.5:
 "the scalar dot product of the binary representation of an itemset and a transaction can
 be used to determine whether or not that itemset is supported by that transaction"; for
 vertically partitioned association mining the support of an itemset split over two

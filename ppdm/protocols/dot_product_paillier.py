@@ -1,7 +1,7 @@
 """Secure dot product with Paillier encryption (Goethals, Laur, Lipmaa, Mielikäinen 2004).
 
 Goethals, Laur, Lipmaa and Mielikäinen, "On private scalar product computation for
-privacy-preserving data mining", ICISC 2004 (section 4, the homomorphic protocol); seed 000
+privacy-preserving data mining", ICISC 2004 (section 4, the homomorphic protocol); Aggarwal 2015
 section 20.5 (dot products of the attribute columns of vertically partitioned data,
 e.g. the support count of an itemset split over two parties).
 

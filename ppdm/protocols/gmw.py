@@ -4,7 +4,7 @@ Each of ``t >= 2`` parties ``P_1 .. P_t`` holds bit columns of length ``n`` (e.g
 transaction covers of its items); for public tuples naming one column per party, the
 parties learn ``count = sum_i AND_k v_k[i]``: the number of positions where all the named
 columns are 1 (the support of an itemset whose items are split among the parties, Vaidya
-& Clifton's vertical association mining; seed 000 section 20.5), and nothing else.
+& Clifton's vertical association mining; Aggarwal 2015, §20.5), and nothing else.
 
 Construction: the GMW paradigm (Goldreich, Micali and Wigderson, STOC 1987) of additive
 secret sharing with OT-based multiplication (as in ABY, Demmler, Schneider and Zohner,

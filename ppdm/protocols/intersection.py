@@ -1,7 +1,7 @@
 """Secure intersection cardinality for n >= 2 parties (Vaidya & Clifton 2005).
 
 Vaidya and Clifton, "Secure set intersection cardinality with application to
-association rule mining", Journal of Computer Security 13(4), 2005; seed 000 section 20.5
+association rule mining", Journal of Computer Security 13(4), 2005; Aggarwal 2015, §20.5
 (vertically partitioned data). Commutative encryption is
 :mod:`ppdm.protocols.commutative` (secp256k1); items are hashed to points with a
 per-job domain, so nothing is ever decrypted.

@@ -1,7 +1,7 @@
 """Secure sum: the ring protocol with a random mask (Clifton et al. 2002).
 
 Clifton, Kantarcioglu, Vaidya, Lin and Zhu, "Tools for privacy preserving distributed
-data mining", SIGKDD Explorations 4(2), 2002; seed 000 section 20.5 (secure sum as a
+data mining", SIGKDD Explorations 4(2), 2002; Aggarwal 2015, §20.5 (secure sum as a
 building block of distributed mining).
 
 The parties form a ring in consortium order; the first party (the *initiator*) draws a

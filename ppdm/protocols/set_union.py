@@ -2,7 +2,7 @@
 
 Kantarcioglu and Clifton, "Privacy-preserving distributed mining of association rules on
 horizontally partitioned data", IEEE TKDE 16(9), 2004 (protocol "secure union of locally
-large itemsets"); seed 000 section 20.5 (secure set union with fake itemsets). Commutative
+large itemsets"); Aggarwal 2015, §20.5 (secure set union with fake itemsets). Commutative
 encryption is :mod:`ppdm.protocols.commutative` (secp256k1).
 
 Every party ``P_0 .. P_{n-1}`` (ring = consortium order) holds a set of byte-string items

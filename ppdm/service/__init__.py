@@ -11,8 +11,8 @@ keeps the record of it:
 - :mod:`~ppdm.service.ledger`: the tamper-evident, hash-chained ledger and the job table
   that survives restarts;
 - :mod:`~ppdm.service.node`: the gRPC node (propose, approve, start, cancel, status);
-- :mod:`~ppdm.service.client`: the initiator's and the owner's calls (``ppdm job ...``);
-- :mod:`~ppdm.service.testbed`: whole consortia on 127.0.0.1 for tests and benchmarks.
+- :mod:`~ppdm.service.client`: the initiator's and the owner's calls (``ppdm job ...``).
 
-See ``docs/governance.md``.
+Test beds (whole consortia on 127.0.0.1, network namespaces) are :mod:`ppdm.testbed`,
+above this layer. See ``docs/governance.md``.
 """

@@ -4,7 +4,7 @@ Every aggregate a node contributes to is a linear query over the inputs of the p
 in it: a sum over a party set ``S`` is the row ``1_S`` of a 0/1 matrix over the roster.
 Sums over {alice, bob, carol, mallory} and then over {alice, carol, mallory} determine
 bob's input; so does any set of answers whose rows combine linearly to bob's unit vector
-(seed 000 section 20.4.2, query auditing). Before a node lets a job run, it asks
+(Aggarwal 2015, §20.4.2, query auditing). Before a node lets a job run, it asks
 :func:`ppdm.hiding.audit.sum_determined` -- the exact SUM auditor of
 :mod:`ppdm.hiding.audit`, in rational arithmetic -- whether the answers so far on the same
 input, plus this job's, determine the input of *any* party, assuming any ``colluders``

@@ -1,4 +1,4 @@
-"""Condensation, static and streaming (seed 000 section 20.3.1.4, eqs. 20.6-20.9)."""
+"""Condensation, static and streaming (Aggarwal 2015, §20.3.1.4, eqs. 20.6-20.9)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Byun's IL(e) and greedy k-member clustering (seed 001), checked against the seed's
+"""Byun's IL(e) and greedy k-member clustering (Xiong n.d.), checked against the seed's
 worked example, a literal transcription of the seed's pseudo-code, and pycanon."""
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def test_seed_example_information_loss() -> None:
 
 def test_seed_example_taxonomy_distances() -> None:
     il = _il()
-    # delta(India, USA) = 3/3, delta(India, Iran) = 2/3 on country (seed 001)
+    # delta(India, USA) = 3/3, delta(India, Iran) = 2/3 on country (Xiong n.d.)
     country_only = ByunInformationLoss(SEED_TABLE, qi=["country"], hierarchies={"country": COUNTRY})
     assert country_only.distance(1, 0) == pytest.approx(1.0)
     assert country_only.distance(1, 3) == pytest.approx(2 / 3)
@@ -148,7 +148,7 @@ def test_cluster_loss_against_definition(countries: list[int], jobs: list[int]) 
 
 
 def _naive_greedy(table: pd.DataFrame, qi: list[str], hierarchies, k: int, seed: int):
-    """Literal transcription of seed 001's greedy_k_member_clustering."""
+    """Literal transcription of Xiong's (n.d.) greedy_k_member_clustering."""
     il = ByunInformationLoss(table, qi=qi, hierarchies=hierarchies)
     rng = make_rng(seed)
     s = list(range(len(table)))

@@ -1,4 +1,4 @@
-"""MDAV-generic microaggregation and IL1-IL5 (seed 001), against a naive transcription
+"""MDAV-generic microaggregation and IL1-IL5 (Xiong n.d.), against a naive transcription
 of the algorithm, pycanon, and hand computations."""
 
 from __future__ import annotations

@@ -151,7 +151,7 @@ SENS_H = Hierarchy.from_rows(
 
 @given(st.lists(st.integers(0, 7), min_size=1, max_size=30), st.integers(0, 10_000))
 def test_emd_closed_forms_solve_the_seed_lp(cls_values, seed):
-    """EMD (seed 000 section 20.3.3 LP) with ordered and hierarchical ground distances."""
+    """EMD (Aggarwal 2015, §20.3.3 LP) with ordered and hierarchical ground distances."""
     rng = np.random.default_rng(seed)
     domain = [str(v) for v in SENS_H.values]
     table_codes = np.concatenate([rng.integers(0, 8, 40), np.arange(8)])

@@ -1,4 +1,4 @@
-"""Mondrian multidimensional partitioning (seed 000 section 20.3.1.3), verified with
+"""Mondrian multidimensional partitioning (Aggarwal 2015, §20.3.1.3), verified with
 pycanon on Adult and on generated tables."""
 
 from __future__ import annotations
@@ -265,7 +265,7 @@ def test_generated_tables(case) -> None:
 
 @given(st.lists(st.integers(-1000, 1000), min_size=2, max_size=80, unique=True), st.integers(1, 10))
 def test_unique_values_give_regions_below_2k(values: list[int], k: int) -> None:
-    # seed 000 20.3.1.3: with unique numeric values every region holds at most 2k-1 points
+    # Aggarwal 2015, §20.3.1.3: with unique numeric values every region holds at most 2k-1 points
     if len(values) < k:
         return
     table = pd.DataFrame({"v": values})

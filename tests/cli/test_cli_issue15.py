@@ -1,6 +1,6 @@
 """CLI fixes and pictures of issue 15 (items 4 and 6).
 
-* help texts: no internal references ("seed 003", "issue 12"), no Sphinx/RST markup, a
+* help texts: no internal references ("Seidl 2016", "issue 12"), no Sphinx/RST markup, a
   description on every command of the modules this issue owns (``evaluate`` included);
 * ``ppdm hide`` takes FIMI items written as strings (``"34"``) and refuses other strings;
 * ``ppdm simulate ... --plot FILE`` draws per-step bytes, messages and time; ``ppdm
@@ -131,7 +131,7 @@ def test_evaluate_figure_axes(tmp_path, monkeypatch):
     """Eight panels, every y axis labelled, log scales named, integer ticks for l."""
     import matplotlib.pyplot as plt
 
-    from ppdm.anonymize.perturbation import evaluate as ev
+    from ppdm.perturb import evaluate as ev
 
     frame = pd.DataFrame(
         {
@@ -180,7 +180,7 @@ def test_job_summary_shows_measures_like_the_demo():
 
 @pytest.mark.grpc
 def test_job_run_output_summary_and_unknown_status(tmp_path, capsys):
-    from ppdm.service.testbed import GrpcTestbed
+    from ppdm.testbed.consortia import GrpcTestbed
 
     with GrpcTestbed(["alice", "bob", "carol"], tmp_path / "bed") as bed:
         settings = str(bed.settings_path("alice"))

@@ -4,7 +4,7 @@
 roster without a restart.
 
 Every node is its own ``ppdm party serve`` process on 127.0.0.1, tied to the test
-(:func:`ppdm.service.testbed.spawn_tied`); the other commands run in this process.
+(:func:`ppdm.testbed.consortia.spawn_tied`); the other commands run in this process.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pytest
 from ppdm.cli.main import main
 from ppdm.parties.consortium import load_settings, update_toml_file
 from ppdm.service.client import health
-from ppdm.service.testbed import free_ports, kill_tied, spawn_tied
+from ppdm.testbed.consortia import free_ports, kill_tied, spawn_tied
 
 pytestmark = [pytest.mark.grpc, pytest.mark.timeout(900)]
 

@@ -69,7 +69,7 @@ def _long_parquet(db, path: Path, seed: int) -> None:
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory, fimi_dir, tier_unavailable):
     _spark_or_tier_unavailable(tier_unavailable)
-    from ppdm.service.testbed import GrpcTestbed
+    from ppdm.testbed.consortia import GrpcTestbed
 
     root = tmp_path_factory.mktemp("spark-nodes")
     lines = (fimi_dir / "mushroom.dat").read_text().splitlines()[::40]  # 204 baskets

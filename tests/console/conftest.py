@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from ppdm.parties.consortium import write_toml
-from ppdm.service.testbed import GrpcTestbed, free_ports
+from ppdm.testbed.consortia import GrpcTestbed, free_ports
 
 PARTIES = ["alice", "bob", "carol"]
 #: Planted in the settings files; none may appear on any page of alice's console.

@@ -46,7 +46,7 @@ from pathlib import Path
 
 import pytest
 
-from ppdm.service.testbed import kill_tied, spawn_tied
+from ppdm.testbed.consortia import kill_tied, spawn_tied
 
 pytestmark = [pytest.mark.grpc, pytest.mark.timeout(900)]
 

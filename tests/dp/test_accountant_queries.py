@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ppdm.anonymize.dp import (
+from ppdm.cli.main import main
+from ppdm.dp import (
     BudgetAccountant,
     BudgetExceededError,
     count_sensitivity,
@@ -25,7 +26,6 @@ from ppdm.anonymize.dp import (
     local_sensitivity,
     sum_sensitivity,
 )
-from ppdm.cli.main import main
 from ppdm.errors import PPDMError
 from ppdm.randomness import make_rng
 

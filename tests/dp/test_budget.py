@@ -16,9 +16,9 @@ from fractions import Fraction
 
 import pytest
 
-from ppdm.anonymize.dp import BudgetExceededError, dp_count
-from ppdm.anonymize.dp.budget import DEFAULT_EPSILON, BudgetFile, default_budget_path
 from ppdm.cli.main import main
+from ppdm.dp import BudgetExceededError, dp_count
+from ppdm.dp.budget import DEFAULT_EPSILON, BudgetFile, default_budget_path
 from ppdm.errors import ConfigError
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ppdm.anonymize.dp import (
+from ppdm.dp import (
     DiscreteGaussianMechanism,
     DiscreteLaplaceMechanism,
     ExponentialMechanism,
@@ -17,7 +17,7 @@ from ppdm.anonymize.dp import (
     calibrate_discrete_gaussian,
     discrete_gaussian_delta,
 )
-from ppdm.anonymize.dp.mechanisms import _correctly_rounded_log, _discrete_gaussian_delta_bound
+from ppdm.dp.mechanisms import _correctly_rounded_log, _discrete_gaussian_delta_bound
 
 
 def cks_theorem7_delta(sigma: float, eps: float, d: int) -> float:
@@ -153,7 +153,7 @@ def test_exponential_mechanism_probabilities_and_samples() -> None:
 
 
 def test_exponential_mechanism_seed_003_cost_form() -> None:
-    # Seed 003 writes P(y) ∝ exp(-eps u / (2 Δu)) for a cost u: pass -cost as utility.
+    # Seidl 2016 writes P(y) ∝ exp(-eps u / (2 Δu)) for a cost u: pass -cost as utility.
     cost = np.array([0.0, 1.0, 4.0])
     em = ExponentialMechanism(epsilon=1.0, sensitivity=2.0)
     expected = np.exp(-1.0 * cost / (2 * 2.0))

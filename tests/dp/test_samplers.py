@@ -11,21 +11,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats
 
-from ppdm.anonymize.dp import (
+from ppdm.dp import (
     sample_discrete_gaussian,
     sample_discrete_laplace,
     sample_exponential_mechanism,
     sample_geometric,
     sample_uniform_float,
 )
-from ppdm.anonymize.dp._exact import (
+from ppdm.dp._exact import (
     BernoulliTable,
     Expansion,
     exp_neg,
     logistic_neg,
     to_fraction,
 )
-from ppdm.anonymize.dp.samplers import _geometric
+from ppdm.dp.samplers import _geometric
 from ppdm.randomness import make_rng
 
 N = 200_000

@@ -235,7 +235,7 @@ def _flow_script(blocks: list[tuple[int, int, str, str]]) -> str:
 def _run_flow(example: str, tmp_path: Path) -> Path:
     """Run the example's steps in ``tmp_path/work`` (laid out like a checkout: ``examples``
     is the repository's); return the folder."""
-    from ppdm.service.testbed import kill_tied, spawn_tied
+    from ppdm.testbed.consortia import kill_tied, spawn_tied
 
     work = tmp_path / "work"
     work.mkdir()

@@ -177,7 +177,7 @@ def test_id_transactions_reader_and_align_parameters(tmp_path):
 @pytest.mark.timeout(120)
 def test_psi_align_and_aligned_kmeans_between_nodes(tmp_path):
     from ppdm.jobs.mining import set_party_data
-    from ppdm.service.testbed import GrpcTestbed
+    from ppdm.testbed.consortia import GrpcTestbed
 
     files, common, pooled, _ = _patients(tmp_path)
     # The default policy, with the one opt-in line vertical k-means needs: its output is

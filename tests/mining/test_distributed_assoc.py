@@ -6,10 +6,10 @@ data: mlxtend's ``apriori`` + ``association_rules`` (and pyfim's Apriori as a se
 oracle), for random partitions among 2-5 parties of the FIMI benchmark sets at several
 minimum supports and confidences.
 
-- Horizontal (Kantarcioglu & Clifton; seed 000 section 20.5, figure 20.6): each party
+- Horizontal (Kantarcioglu & Clifton; Aggarwal 2015, §20.5, figure 20.6): each party
   holds some transactions; tested with published counts (``reveal_counts=True``) and in
   the private mode, where only the itemsets and the rules (without measures) are output.
-- Vertical (Vaidya & Clifton; seed 000 section 20.5): each party holds some items of all
+- Vertical (Vaidya & Clifton; Aggarwal 2015, §20.5): each party holds some items of all
   transactions; candidates within two parties use the shared-OT column dot products,
   over three or more the GMW-style chain (``tests/mining/test_vertical_fast.py`` covers
   both at scale; the older intersection-cardinality path is kept as an option).

@@ -3,7 +3,7 @@
 The centers the parties find together must equal scikit-learn's Lloyd on the pooled data
 (``KMeans(algorithm="lloyd", n_init=1, init=<the distributed run's initial centers>,
 max_iter=<its iterations>, tol=0)``) within 1e-6, with the same number of iterations and
-the same assignments, for horizontal (rows split; seed 000 section 20.5) and vertical
+the same assignments, for horizontal (rows split; Aggarwal 2015, §20.5) and vertical
 (columns split; Vaidya & Clifton 2003) partitions among 2-5 parties, on Gaussian blobs and
 on numeric encodings of the Adult census table (age, ordinal-coded education, sex,
 salary class).

@@ -30,7 +30,7 @@ K = 3
 def bed(tmp_path_factory, fimi_dir):
     """A running 3-party testbed whose parties hold the four partitions; yields
     ``(bed, files)`` where ``files[key]`` is the partition folder."""
-    from ppdm.service.testbed import GrpcTestbed
+    from ppdm.testbed.consortia import GrpcTestbed
 
     root = tmp_path_factory.mktemp("mining-grpc")
     lines = (fimi_dir / "mushroom.dat").read_text().splitlines()[::20]  # 407 baskets

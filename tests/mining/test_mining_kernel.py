@@ -203,6 +203,8 @@ def test_kernel_without_the_pair_pass(fimi_dir: Path, monkeypatch):
     with_pairs = kernel.mine_forest(db, minc, 1 << 30)
     monkeypatch.setattr(kernel, "_PAIR_WORK", 0.0)
     without = kernel.mine_forest(db, minc, 1 << 30)
-    assert with_pairs.to_dict() == without.to_dict() == _pyfim(
-        [list(t) for t in db.transactions()], minc
+    assert (
+        with_pairs.to_dict()
+        == without.to_dict()
+        == _pyfim([list(t) for t in db.transactions()], minc)
     )

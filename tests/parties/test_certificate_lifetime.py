@@ -18,7 +18,7 @@ from ppdm.errors import ConfigError
 from ppdm.parties.consortium import _key_pem, _pem, issue_certificate, load_settings
 from ppdm.parties.roster import sign_roster
 from ppdm.service.client import certificate_warnings, run_job
-from ppdm.service.testbed import GrpcTestbed
+from ppdm.testbed.consortia import GrpcTestbed
 
 pytestmark = pytest.mark.grpc
 

@@ -10,7 +10,7 @@ from ppdm.cli.job import parse_params
 from ppdm.cli.main import main
 from ppdm.errors import ConfigError
 from ppdm.parties.consortium import load_settings
-from ppdm.service.testbed import LoopbackConsortium
+from ppdm.testbed.consortia import LoopbackConsortium
 
 
 def one_line_error(capsys, argv: list[str]) -> str:

@@ -20,7 +20,7 @@ from ppdm.proto.ppdm.v1 import party_pb2 as pb
 from ppdm.proto.ppdm.v1 import party_pb2_grpc
 from ppdm.service.node import MAX_STREAMS_PER_PEER
 from ppdm.service.policy import OPEN_POLICY_TOML
-from ppdm.service.testbed import LoopbackConsortium
+from ppdm.testbed.consortia import LoopbackConsortium
 
 pytestmark = pytest.mark.grpc
 

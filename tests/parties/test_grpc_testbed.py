@@ -25,7 +25,7 @@ from ppdm.proto.ppdm.v1 import party_pb2 as pb
 from ppdm.proto.ppdm.v1 import party_pb2_grpc
 from ppdm.protocols.secure_sum import secure_sum
 from ppdm.service.policy import OPEN_POLICY_TOML
-from ppdm.service.testbed import GrpcTestbed, spawn_tied
+from ppdm.testbed.consortia import GrpcTestbed, spawn_tied
 
 pytestmark = [pytest.mark.grpc, pytest.mark.timeout(120)]
 

@@ -20,7 +20,7 @@ from ppdm.proto.ppdm.v1 import party_pb2_grpc
 from ppdm.service.client import run_job
 from ppdm.service.node import from_struct, to_struct
 from ppdm.service.policy import OPEN_POLICY_TOML
-from ppdm.service.testbed import LoopbackConsortium
+from ppdm.testbed.consortia import LoopbackConsortium
 
 PARTIES = ("alice", "bob", "carol")
 # Deadlines that only catch a hang (issue 22: no wall-clock upper bound in a test).

@@ -3,7 +3,7 @@
 Three ``ppdm party serve`` processes, each in its own network namespace (veth pairs to
 the root namespace in a private 10.X.0.0/16 that exists only between the namespaces the
 test creates), reach each other and the initiator only through
-:class:`ppdm.service.netns.DelayRelay`, which holds every chunk for RTT / 2 per
+:class:`ppdm.testbed.netns.DelayRelay`, which holds every chunk for RTT / 2 per
 direction. Jobs must succeed with the right results (Python's sum, pyfim's FP-growth)
 and take at least their sequential hops x RTT / 2 plus one round trip for proposing the
 job before it starts (a lower bound: the delay is really applied, without it the
@@ -30,7 +30,7 @@ import pytest
 from ppdm.jobs.document import simulate_job
 from ppdm.jobs.mining import partition_file
 from ppdm.jobs.registry import PartyContext
-from ppdm.service.netns import DelayRelay, NetnsConsortium, netns_unavailable
+from ppdm.testbed.netns import DelayRelay, NetnsConsortium, netns_unavailable
 
 pytestmark = [pytest.mark.grpc, pytest.mark.timeout(900)]
 

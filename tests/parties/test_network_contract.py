@@ -17,7 +17,7 @@ from ppdm.parties.grpc_net import PeerStream
 from ppdm.parties.local import LocalNetwork, simulate
 from ppdm.proto.ppdm.v1 import envelope_pb2 as env_pb
 from ppdm.protocols.secure_sum import secure_sum
-from ppdm.service.testbed import LoopbackConsortium
+from ppdm.testbed.consortia import LoopbackConsortium
 
 PARTIES = ("alice", "bob", "carol")
 SMALL_FRAMES = 16 * 1024

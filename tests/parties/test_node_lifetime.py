@@ -1,6 +1,6 @@
 """Nodes die with their test (issue 22, item 5).
 
-A pytest-like parent process starts a :class:`~ppdm.service.testbed.GrpcTestbed` (three
+A pytest-like parent process starts a :class:`~ppdm.testbed.consortia.GrpcTestbed` (three
 ``ppdm party serve`` processes), writes the nodes' pids, and is then killed with SIGKILL,
 as a CI runner kills a hung pytest: no ``finally`` and no ``atexit`` runs. Every node
 must be gone soon after (the kernel's parent-death signal), which the test waits for
@@ -34,7 +34,7 @@ PARENT = textwrap.dedent(
     """
     import json, sys, threading, time
     from pathlib import Path
-    from ppdm.service.testbed import GrpcTestbed
+    from ppdm.testbed.consortia import GrpcTestbed
 
     workdir, out, from_thread = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "1"
     bed = GrpcTestbed(["alice", "bob", "carol"], workdir, timeout=30)

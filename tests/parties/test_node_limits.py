@@ -16,7 +16,7 @@ from ppdm.parties.consortium import NodeLimits, load_settings
 from ppdm.parties.network import Endpoint
 from ppdm.proto.ppdm.v1 import envelope_pb2 as env_pb
 from ppdm.service.policy import OPEN_POLICY_TOML
-from ppdm.service.testbed import LoopbackConsortium
+from ppdm.testbed.consortia import LoopbackConsortium
 
 
 def _envelope(sender: str, seq: int, size: int, *, job_id: str = "j") -> bytes:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ppdm.service.testbed import GrpcTestbed
+from ppdm.testbed.consortia import GrpcTestbed
 
 pytestmark = [pytest.mark.grpc, pytest.mark.slow]
 

@@ -14,7 +14,7 @@ from ppdm.parties.consortium import _key_pem, _pem, issue_certificate
 from ppdm.parties.grpc_net import open_channel
 from ppdm.proto.ppdm.v1 import party_pb2 as pb
 from ppdm.proto.ppdm.v1 import party_pb2_grpc
-from ppdm.service.testbed import LoopbackConsortium
+from ppdm.testbed.consortia import LoopbackConsortium
 
 pytestmark = pytest.mark.grpc
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from ppdm.service.testbed import GrpcTestbed
+from ppdm.testbed.consortia import GrpcTestbed
 
 pytestmark = [pytest.mark.grpc, pytest.mark.slow, pytest.mark.timeout(900)]
 

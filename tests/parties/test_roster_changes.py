@@ -32,7 +32,7 @@ from ppdm.parties.roster import (
 from ppdm.proto.ppdm.v1 import party_pb2 as pb
 from ppdm.proto.ppdm.v1 import party_pb2_grpc
 from ppdm.service.client import health, push_roster, run_job
-from ppdm.service.testbed import LoopbackConsortium, free_ports
+from ppdm.testbed.consortia import LoopbackConsortium, free_ports
 
 PASS = b"correct horse battery staple"
 

@@ -1,4 +1,4 @@
-"""Anatomy, permutation, count estimators (seed 002 eq. 12-13) and utility measures."""
+"""Anatomy, permutation, count estimators (Yang & Qiao 2010, eq. 12-13) and utility measures."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from pycanon import anonymity
 from scipy import stats
 from sklearn.metrics import mutual_info_score
 
-from ppdm.anonymize.perturbation._table import contingency, encode
-from ppdm.anonymize.perturbation.anatomy import (
+from ppdm.errors import ConfigError
+from ppdm.perturb._table import contingency, encode
+from ppdm.perturb.anatomy import (
     anatomize,
     anatomy,
     count_query_generalized,
@@ -24,7 +25,7 @@ from ppdm.anonymize.perturbation.anatomy import (
     grouped_table_estimate,
     permute_within_groups,
 )
-from ppdm.anonymize.perturbation.utility import (
+from ppdm.perturb.utility import (
     CountQuery,
     answer_count_queries,
     chi2_distance,
@@ -37,7 +38,6 @@ from ppdm.anonymize.perturbation.utility import (
     rules_from_table,
     uncertainty_coefficient,
 )
-from ppdm.errors import ConfigError
 
 
 @given(

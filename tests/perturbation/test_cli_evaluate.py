@@ -1,4 +1,4 @@
-"""``ppdm perturb`` / ``ppdm evaluate`` and the Adult comparison of seed 004 section V."""
+"""``ppdm perturb`` / ``ppdm evaluate`` and the Adult comparison of Guo, Ying & Wu 2011, §V."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from ppdm.anonymize.hierarchy import load_hierarchies
-from ppdm.anonymize.perturbation.evaluate import evaluate
 from ppdm.cli.main import main
+from ppdm.perturb.evaluate import evaluate
 
 ESGRO = ["education", "salary-class", "sex", "race"]
 
@@ -251,13 +251,13 @@ def test_perturb_commands(adult_dir, tmp_path):
 
 @pytest.mark.slow
 def test_rr_both_beats_l_diversity_and_anatomy_on_adult(adult, adult_dir):
-    """Seed 004 section V on ESGRO (education, salary, sex, race; occupation).
+    """Guo, Ying & Wu 2011, §V on ESGRO (education, salary, sex, race; occupation).
 
     What holds on ppdm's Adult (30,162 records): RR-Both's chi-square distance and its
     count-query errors are below anatomy's and l-diversity's at every l = 2..5 with the
     maximum-likelihood reconstruction (with P^-1 lambda, CUBE error ties anatomy at
     l = 5); KL(original || reconstruction) is below l-diversity's everywhere but below
-    anatomy's only at l = 2, while KL(reconstruction || original) (seed 004's formula is
+    anatomy's only at l = 2, while KL(reconstruction || original) (Guo, Ying & Wu's (2011) formula is
     lost, so both directions are reported) is below both at every l
     (see docs/perturbation.md).
     """

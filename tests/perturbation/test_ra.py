@@ -1,4 +1,4 @@
-"""RA and enhanced RA (seed 002): proposition 7, bias, breaches."""
+"""RA and enhanced RA (Yang & Qiao 2010): proposition 7, bias, breaches."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ppdm.anonymize.perturbation._table import encode
-from ppdm.anonymize.perturbation.ra import (
+from ppdm.perturb._table import encode
+from ppdm.perturb.ra import (
     attribute_distributions,
     enhanced_ra,
     expected_relative_bias,
@@ -21,7 +21,7 @@ from ppdm.anonymize.perturbation.ra import (
     relative_difference,
 )
 
-# seed 002 Fig. 1 (Age, Job, Country; Disease)
+# Yang & Qiao 2010, Fig. 1 (Age, Job, Country; Disease)
 FIG1 = pd.DataFrame(
     [
         ("[50-60]", "Doctor", "USA", "Hypertension"),
@@ -116,7 +116,7 @@ def test_equation_10_lift_form(adult):
     assert expected_relative_bias(qi, dims, attrs, values, p=np.full(m, 1 / m)) == pytest.approx(
         closed
     )
-    # single attribute: zero bias (seed 002 section 5.2)
+    # single attribute: zero bias (Yang & Qiao 2010, §5.2)
     assert expected_relative_bias(
         qi, dims, [1], [int(qi[0, 1])], p=np.full(m, 1 / m)
     ) == pytest.approx(0.0, abs=1e-12)

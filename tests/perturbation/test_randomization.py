@@ -1,4 +1,4 @@
-"""Additive noise and distribution reconstruction (seed 000 section 20.2)."""
+"""Additive noise and distribution reconstruction (Aggarwal 2015, §20.2)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 from sklearn.naive_bayes import GaussianNB
 
-from ppdm.anonymize.perturbation.randomization import (
+from ppdm.perturb.randomization import (
     Noise,
     RandomizedNaiveBayes,
     add_noise,

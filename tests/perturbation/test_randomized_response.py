@@ -1,4 +1,4 @@
-"""Randomized response / PRAM (seed 004): vec trick, estimate, covariance, risk, optimum."""
+"""Randomized response / PRAM (Guo, Ying & Wu 2011): vec trick, estimate, covariance, risk, optimum."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ppdm.anonymize.perturbation._table import contingency, encode
-from ppdm.anonymize.perturbation.randomized_response import (
+from ppdm.errors import ConfigError
+from ppdm.perturb._table import contingency, encode
+from ppdm.perturb.randomized_response import (
     covariance,
     covariance_diagonal,
     disclosure_risk,
@@ -32,10 +33,9 @@ from ppdm.anonymize.perturbation.randomized_response import (
     warner_randomize,
     warner_variance,
 )
-from ppdm.errors import ConfigError
 
-# Gender x Disease (seed 004 table 1): rows Male/Female, columns Cancer/Malaria/Diabetes.
-# Seed 004's text keeps only pi_10 = 0.12 (Female, Cancer) of table 1b's 100 tuples; the
+# Gender x Disease (Guo, Ying & Wu 2011, table 1): rows Male/Female, columns Cancer/Malaria/Diabetes.
+# Guo, Ying & Wu's (2011) text keeps only pi_10 = 0.12 (Female, Cancer) of table 1b's 100 tuples; the
 # other cells are ours, with the same margins-free structure.
 TABLE_1B = np.array([[8.0, 30.0, 22.0], [12.0, 18.0, 10.0]])
 

@@ -13,13 +13,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ppdm.anonymize.perturbation.randomization import (
+from ppdm.cli.main import main
+from ppdm.perturb.randomization import (
     Noise,
     add_noise,
     bayes_reconstruct,
     em_reconstruct,
 )
-from ppdm.cli.main import main
 
 SEEDS = range(5)
 

@@ -164,8 +164,8 @@ def test_ot_extension_sessions_differ_when_the_peer_fixes_its_nonce():
 _REPLAY = """
 import json, sys
 import numpy as np
-from ppdm.anonymize.dp.mechanisms import DiscreteLaplaceMechanism
-from ppdm.anonymize.perturbation.randomized_response import randomize_codes
+from ppdm.dp.mechanisms import DiscreteLaplaceMechanism
+from ppdm.perturb.randomized_response import randomize_codes
 values = np.array(json.loads(sys.argv[1]), dtype=np.int64)
 noisy = DiscreteLaplaceMechanism(epsilon=0.5, sensitivity=1).randomise(values)
 codes = randomize_codes(values[:, None] % 2, [2], [0.7])

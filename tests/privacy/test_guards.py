@@ -121,8 +121,8 @@ def test_ot_extension_never_reuses_a_tweak_across_chunks(monkeypatch):
 def test_dp_count_noise_has_the_declared_scale():
     """At epsilon = 1 the discrete Laplace noise has variance 2r/(1-r)^2, r = e^-1
     (about 1.84); a mechanism with 100x less noise (variance ~0) fails."""
-    from ppdm.anonymize.dp.mechanisms import DiscreteLaplaceMechanism
-    from ppdm.anonymize.dp.queries import dp_count
+    from ppdm.dp.mechanisms import DiscreteLaplaceMechanism
+    from ppdm.dp.queries import dp_count
 
     mech = DiscreteLaplaceMechanism(epsilon=1.0)
     data = np.ones(500, dtype=bool)

@@ -17,7 +17,7 @@ from ppdm.protocols.comparison import (
     secure_ge_shares,
 )
 from ppdm.protocols.ot.extension import OTSession
-from ppdm.service.testbed import LoopbackConsortium
+from ppdm.testbed.consortia import LoopbackConsortium
 
 PARTIES = ("alice", "bob")
 

@@ -17,7 +17,7 @@ from ppdm.protocols.dot_product_ot import (
     secure_and_shares,
 )
 from ppdm.protocols.ot.extension import OTSession
-from ppdm.service.testbed import LoopbackConsortium
+from ppdm.testbed.consortia import LoopbackConsortium
 
 PARTIES = ("alice", "bob")
 

@@ -169,7 +169,7 @@ def test_bad_results_raise_protocol_error(reply):
 @pytest.mark.timeout(120)
 def test_jobs_between_party_processes(tmp_path):
     from ppdm.jobs.paillier import generated_input
-    from ppdm.service.testbed import GrpcTestbed
+    from ppdm.testbed.consortia import GrpcTestbed
 
     # Naming an aggregator changes who learns the sum: the owners allow it explicitly.
     policy = "version = 1\n[jobs.secure-sum-shared.params]\naggregator = { any = true }\n"

@@ -21,7 +21,7 @@ from ppdm.protocols.ot.base import (
     base_ot_send,
     base_ot_send_random,
 )
-from ppdm.service.testbed import LoopbackConsortium
+from ppdm.testbed.consortia import LoopbackConsortium
 
 PARTIES = ("alice", "bob")
 

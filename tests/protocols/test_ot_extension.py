@@ -23,7 +23,7 @@ from ppdm.protocols.ot.crhash import (
     tccr_hash,
 )
 from ppdm.protocols.ot.extension import IKNPReceiver, IKNPSender, OTSession
-from ppdm.service.testbed import LoopbackConsortium
+from ppdm.testbed.consortia import LoopbackConsortium
 
 PARTIES = ("alice", "bob")
 U_STEP = "ot/iknp/alice>bob/u"
@@ -365,7 +365,7 @@ def test_bad_session_tag_raises():
 @pytest.mark.timeout(120)
 def test_ot_jobs_between_party_processes(tmp_path):
     from ppdm.jobs.ot import generated_bits, generated_values
-    from ppdm.service.testbed import GrpcTestbed
+    from ppdm.testbed.consortia import GrpcTestbed
 
     with GrpcTestbed(["alice", "bob"], tmp_path, timeout=60) as bed:
         doc = bed.run_job("base-ot", {"count": 200, "verify": 50})

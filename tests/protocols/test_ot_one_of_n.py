@@ -18,7 +18,7 @@ from ppdm.protocols.ot.one_of_n import (
     one_of_n_receive,
     one_of_n_send,
 )
-from ppdm.service.testbed import LoopbackConsortium
+from ppdm.testbed.consortia import LoopbackConsortium
 
 PARTIES = ("alice", "bob")
 

@@ -1,4 +1,4 @@
-"""Seed 000 exercises 14-16: re-identification with B known attributes."""
+"""Aggarwal 2015, exercises 14-16: re-identification with B known attributes."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ppdm.anonymize.risk import (
+from ppdm.cli.main import main
+from ppdm.randomness import make_rng
+from ppdm.risk import (
     collision_bound,
     collision_probability,
     reidentify,
@@ -19,8 +21,6 @@ from ppdm.anonymize.risk import (
     simulate_reidentification,
     transaction_uniqueness,
 )
-from ppdm.cli.main import main
-from ppdm.randomness import make_rng
 
 
 def test_exercise_14_numbers() -> None:

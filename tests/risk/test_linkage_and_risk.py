@@ -1,4 +1,4 @@
-"""Linkage attack (seed 000 tables 20.1-20.3), re-identification risk and attribute attacks."""
+"""Linkage attack (Aggarwal 2015, tables 20.1-20.3), re-identification risk and attribute attacks."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pycanon import anonymity
 
-from ppdm.anonymize.risk import (
+from ppdm.cli.main import main
+from ppdm.randomness import make_rng
+from ppdm.risk import (
     background_knowledge_attack,
     background_knowledge_check,
     covers,
@@ -24,10 +26,8 @@ from ppdm.anonymize.risk import (
     prosecutor_risk,
     risk_report,
 )
-from ppdm.cli.main import main
-from ppdm.randomness import make_rng
 
-# Seed 000, table 20.1 without the SSN, and table 20.2 (voter registration rolls).
+# Aggarwal 2015, table 20.1 without the SSN, and table 20.2 (voter registration rolls).
 TABLE_20_1 = pd.DataFrame(
     {
         "Age": [24, 37, 26, 38, 36, 25],

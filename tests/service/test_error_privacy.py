@@ -25,7 +25,7 @@ from ppdm.parties.network import Endpoint
 from ppdm.proto.ppdm.v1 import envelope_pb2 as env_pb
 from ppdm.service.client import run_job
 from ppdm.service.policy import OPEN_POLICY_TOML
-from ppdm.service.testbed import LoopbackConsortium
+from ppdm.testbed.consortia import LoopbackConsortium
 
 pytestmark = pytest.mark.grpc
 

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from ppdm.service.policy import OPEN_POLICY_TOML
-from ppdm.service.testbed import GrpcTestbed, LoopbackConsortium
+from ppdm.testbed.consortia import GrpcTestbed, LoopbackConsortium
 
 pytestmark = pytest.mark.grpc
 

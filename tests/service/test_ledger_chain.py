@@ -178,7 +178,7 @@ def test_any_change_to_a_stored_record_is_detected(tmp_path_factory, seq, pos, b
 @pytest.mark.grpc
 def test_job_states_survive_a_node_restart(tmp_path):
     from ppdm.service.client import job_status
-    from ppdm.service.testbed import GrpcTestbed
+    from ppdm.testbed.consortia import GrpcTestbed
 
     with GrpcTestbed(["alice", "bob", "carol"], tmp_path / "bed", timeout=20) as bed:
         doc = bed.run_job("secure-sum")

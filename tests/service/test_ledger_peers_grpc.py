@@ -28,7 +28,7 @@ from ppdm.service.ledger import (
     sign_head,
 )
 from ppdm.service.node import to_struct
-from ppdm.service.testbed import GrpcTestbed
+from ppdm.testbed.consortia import GrpcTestbed
 
 pytestmark = pytest.mark.grpc
 

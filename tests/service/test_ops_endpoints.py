@@ -19,7 +19,7 @@ from ppdm.parties.grpc_net import open_channel
 from ppdm.progress import JsonLogFormatter, job_log_context
 from ppdm.service.client import run_job
 from ppdm.service.node import PartyNode
-from ppdm.service.testbed import LoopbackConsortium, free_ports
+from ppdm.testbed.consortia import LoopbackConsortium, free_ports
 
 pytestmark = pytest.mark.grpc
 

@@ -2,7 +2,7 @@
 the local cause of its own node's refusal while peers see only the code; job history,
 saved documents and job id prefixes; ``ppdm policy allow`` and its ledger entry.
 
-The nodes run in this process (:class:`ppdm.service.testbed.LoopbackConsortium`, gRPC
+The nodes run in this process (:class:`ppdm.testbed.consortia.LoopbackConsortium`, gRPC
 with mutual TLS on 127.0.0.1); every command goes through :func:`ppdm.cli.main.main`.
 """
 
@@ -21,7 +21,7 @@ from ppdm.errors import ConfigError
 from ppdm.service.history import resolve_job_id
 from ppdm.service.ledger import ledger_path, read_entries
 from ppdm.service.policy import SETTLE_S
-from ppdm.service.testbed import LoopbackConsortium
+from ppdm.testbed.consortia import LoopbackConsortium
 
 pytestmark = [pytest.mark.grpc, pytest.mark.timeout(600)]
 

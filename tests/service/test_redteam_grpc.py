@@ -24,7 +24,7 @@ import time
 import pytest
 
 from ppdm.service.policy import DEFAULT_POLICY_TOML
-from ppdm.service.testbed import GrpcTestbed
+from ppdm.testbed.consortia import GrpcTestbed
 
 pytestmark = [pytest.mark.grpc, pytest.mark.timeout(600)]
 

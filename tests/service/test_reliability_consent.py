@@ -19,7 +19,7 @@ from ppdm.proto.ppdm.v1 import party_pb2 as pb
 from ppdm.service.client import NodeClient, decide_job, pending_jobs, run_job
 from ppdm.service.node import to_struct
 from ppdm.service.policy import OPEN_POLICY_TOML
-from ppdm.service.testbed import GrpcTestbed
+from ppdm.testbed.consortia import GrpcTestbed
 
 pytestmark = [pytest.mark.grpc, pytest.mark.timeout(600)]
 
@@ -131,7 +131,7 @@ def test_a_hanging_or_failing_notification_never_blocks_the_node(tmp_path, caplo
     import logging
 
     from ppdm.service.node import Job, PartyNode
-    from ppdm.service.testbed import write_policy
+    from ppdm.testbed.consortia import write_policy
 
     bed = GrpcTestbed(["alice", "bob", "carol"], tmp_path / "bed")
     started = tmp_path / "started"

@@ -9,7 +9,7 @@ import pytest
 from ppdm.service.ledger import read_entries, verify_file
 from ppdm.service.node import SETTINGS_RULE
 from ppdm.service.policy import OPEN_POLICY_TOML
-from ppdm.service.testbed import GrpcTestbed
+from ppdm.testbed.consortia import GrpcTestbed
 
 pytestmark = [pytest.mark.grpc, pytest.mark.timeout(600)]
 

@@ -21,7 +21,7 @@ from ppdm.proto.ppdm.v1 import party_pb2 as pb
 from ppdm.service.client import NodeClient
 from ppdm.service.node import to_struct
 from ppdm.service.policy import OPEN_POLICY_TOML
-from ppdm.service.testbed import GrpcTestbed
+from ppdm.testbed.consortia import GrpcTestbed
 
 pytestmark = [pytest.mark.grpc, pytest.mark.timeout(900)]
 

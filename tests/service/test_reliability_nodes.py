@@ -21,7 +21,7 @@ from ppdm.service.client import NodeClient, root_cause
 from ppdm.service.ledger import verify_file
 from ppdm.service.node import PartyNode, StateLock, to_struct
 from ppdm.service.policy import OPEN_POLICY_TOML
-from ppdm.service.testbed import GrpcTestbed, free_ports, kill_tied, spawn_tied
+from ppdm.testbed.consortia import GrpcTestbed, free_ports, kill_tied, spawn_tied
 
 pytestmark = [pytest.mark.grpc, pytest.mark.timeout(600)]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from ppdm.service.testbed import silent_peer_named_after
+from ppdm.testbed.consortia import silent_peer_named_after
 
 pytestmark = [pytest.mark.grpc, pytest.mark.timeout(900)]
 

@@ -80,7 +80,7 @@ def postgres(tier_unavailable: Callable[[str, str], NoReturn]):
     """A running PostgreSQL: yields ``(port, admin_connect_kwargs)``."""
     import psycopg
 
-    from ppdm.service.testbed import free_ports
+    from ppdm.testbed.consortia import free_ports
 
     bindir = _ensure_postgres(tier_unavailable)
     user = None
@@ -158,7 +158,7 @@ def bed(postgres, tmp_path_factory, fimi_dir):
     import psycopg
 
     from ppdm.parties.consortium import load_settings
-    from ppdm.service.testbed import GrpcTestbed, free_ports
+    from ppdm.testbed.consortia import GrpcTestbed, free_ports
 
     port, admin = postgres
     root = tmp_path_factory.mktemp("pg-grpc")

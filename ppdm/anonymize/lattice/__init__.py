@@ -1,4 +1,4 @@
-"""Full-domain generalization with tuple suppression (seed 000 section 20.3.1.1-20.3.1.2).
+"""Full-domain generalization with tuple suppression (Aggarwal 2015, §20.3.1.1-20.3.1.2).
 
 Every algorithm works on a :class:`FullDomainProblem` (the table encoded once) and
 returns a :class:`LatticeResult` holding the anonymity status of the lattice nodes it
@@ -61,7 +61,7 @@ def search(
     """Run a full-domain search and choose the node to release.
 
     Samarati releases the best (by ``metric``) of the nodes at the minimal height, as
-    seed 000 says "all the corresponding domain generalizations are reported, and any of
+    Aggarwal 2015 says "all the corresponding domain generalizations are reported, and any of
     these can be used"; Incognito likewise among the lowest nodes of its anonymous
     sublattice; the optimal search and the exhaustive scan release the anonymous node
     minimizing ``metric``.

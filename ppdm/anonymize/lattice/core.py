@@ -1,6 +1,6 @@
 """The generalization lattice and the node check shared by every full-domain search.
 
-Seed 000 section 20.3.1.1: a node of the lattice gives one generalization level per
+Aggarwal 2015, §20.3.1.1: a node of the lattice gives one generalization level per
 quasi-identifier; its height is the sum of the levels; a node is a direct specialization
 of another when one attribute is one level lower. Section 20.3.1.2: checking a node needs
 its *frequency set* (the count of every combination of generalized values), and the
@@ -86,7 +86,7 @@ def _first_occurrences(inverse: np.ndarray) -> np.ndarray:
 @dataclass
 class FrequencySet:
     """The frequency set of a (sub)lattice node: distinct generalized QI combinations and
-    the count of each sensitive value in each (seed 000 section 20.3.1.2)."""
+    the count of each sensitive value in each (Aggarwal 2015, §20.3.1.2)."""
 
     attrs: tuple[int, ...]
     levels: tuple[int, ...]

@@ -1,5 +1,5 @@
 """Exhaustive scan of the full-domain lattice: every node checked (the oracle the other
-searches are tested against; seed 000 section 20.3.1.1, Fig. 20.3)."""
+searches are tested against; Aggarwal 2015, §20.3.1.1, Fig. 20.3)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ path is walked upwards through unknown nodes (greedy, in a fixed order that pref
 attributes generalized least relative to their hierarchy), and the path is searched
 *binarily*: an anonymous node tags all its generalizations anonymous, a non-anonymous
 one tags all its specializations non-anonymous (*predictive tagging*, which needs the
-monotonicity of seed 000 section 20.3.1.1 / Lemmas 20.3.1-20.3.4). Frequency sets of
+monotonicity of Aggarwal 2015, §20.3.1.1 / Lemmas 20.3.1-20.3.4). Frequency sets of
 checked nodes are kept and later nodes are rolled up from the smallest kept
 specialization (section 20.3.1.2).
 

@@ -1,4 +1,4 @@
-"""Incognito (LeFevre, DeWitt and Ramakrishnan 2005; seed 000 section 20.3.1.2).
+"""Incognito (LeFevre, DeWitt and Ramakrishnan 2005; Aggarwal 2015, §20.3.1.2).
 
 Level-wise over attribute subsets, like Apriori over itemsets:
 

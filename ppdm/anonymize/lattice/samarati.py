@@ -1,4 +1,4 @@
-"""Samarati's binary search over lattice heights (seed 000 section 20.3.1.1).
+"""Samarati's binary search over lattice heights (Aggarwal 2015, §20.3.1.1).
 
 "Let [0, h_max] represent the range of heights of the lattice. It is then checked whether
 any of the generalizations at level h_max/2 satisfies the k-anonymity constraint. If this

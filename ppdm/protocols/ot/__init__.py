@@ -1,6 +1,6 @@
 """Oblivious transfer: base OT, 1-out-of-N / k-out-of-N OT and IKNP OT extension.
 
-Seed 000 section 20.5: 1-out-of-2 OT -- the sender offers ``(x0, x1)``, the receiver
+Aggarwal 2015, §20.5: 1-out-of-2 OT -- the sender offers ``(x0, x1)``, the receiver
 learns ``x_sigma`` only, the sender learns nothing about ``sigma`` -- is the building
 block of distributed privacy. Modules, bottom-up:
 

@@ -1,7 +1,7 @@
 """Base oblivious transfer: the Chou–Orlandi "simplest OT", batched, over secp256k1.
 
 Chou and Orlandi, "The simplest protocol for oblivious transfer", LATINCRYPT 2015; the
-1-out-of-2 OT of seed 000 section 20.5 (the sender offers ``(x0, x1)``, the receiver with
+1-out-of-2 OT of Aggarwal 2015, §20.5 (the sender offers ``(x0, x1)``, the receiver with
 choice bit ``c`` learns ``x_c`` only, the sender learns nothing about ``c``).
 
 Protocol for a batch of ``m`` OTs (group ``G`` = secp256k1, generator ``g``,

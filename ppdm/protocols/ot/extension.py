@@ -4,7 +4,7 @@ Ishai, Kilian, Nissim and Petrank, "Extending oblivious transfers efficiently", 
 2003 (semi-honest version), with the optimizations of Asharov, Lindell, Schneider and
 Zohner, "More efficient oblivious transfer and extensions for faster secure computation",
 CCS 2013 (a PRG instead of sending the base-OT matrix; correlated OT with one correction
-word). Seed 000 section 20.5 names 1-out-of-2 OT as the building block of distributed
+word). Aggarwal 2015, §20.5 names 1-out-of-2 OT as the building block of distributed
 privacy; this module makes it cheap enough to use millions of times.
 
 Protocol (``kappa = 128``; ``G`` = AES-128-CTR, ``H`` = the fixed-key AES TCCR hash of

@@ -1,8 +1,7 @@
 """1-out-of-N and k-out-of-N oblivious transfer from 1-out-of-2 OTs (Naor–Pinkas).
 
 Naor and Pinkas, "Oblivious transfer and polynomial evaluation", STOC 1999, section 3
-(1-out-of-N OT from ``l = ceil(log2 N)`` invocations of 1-out-of-2 OT); seed 000 section
-20.5 mentions the generalization of 1-out-of-2 OT "to the case of k out of N".
+(1-out-of-N OT from ``l = ceil(log2 N)`` invocations of 1-out-of-2 OT); Aggarwal 2015, §20.5 mentions the generalization of 1-out-of-2 OT "to the case of k out of N".
 
 For every instance the sender holds ``N`` messages ``X_0 .. X_{N-1}`` of ``L`` bytes and
 the receiver an index ``I`` with bits ``I_1 .. I_l``:

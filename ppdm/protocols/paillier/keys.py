@@ -3,8 +3,7 @@
 Paillier, "Public-key cryptosystems based on composite degree residuosity classes",
 EUROCRYPT 1999; with the randomness of Damgård, Jurik and Nielsen, "A generalization of
 Paillier's public-key system with applications to electronic voting", Int. J. Inf.
-Security 9(6), 2010 (section 4.2), which SecretFlow HEU also implements. Seed 000 section
-20.5 uses homomorphic encryption for the distributed dot products of vertically
+Security 9(6), 2010 (section 4.2), which SecretFlow HEU also implements. Aggarwal 2015, §20.5 uses homomorphic encryption for the distributed dot products of vertically
 partitioned mining.
 
 Scheme

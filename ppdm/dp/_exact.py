@@ -1,6 +1,6 @@
 """Exact Bernoulli trials with irrational success probabilities, vectorized.
 
-Every sampler in :mod:`ppdm.anonymize.dp` reduces to Bernoulli trials whose success
+Every sampler in :mod:`ppdm.dp` reduces to Bernoulli trials whose success
 probability is a transcendental number such as ``exp(-gamma)`` or
 ``1 / (1 + exp(x))``. A trial succeeds when a uniform real ``V`` in [0, 1) is below ``p``.
 ``V`` is drawn lazily in base-2^32 digits ``u_1, u_2, ...`` (uniform ``uint32`` words from

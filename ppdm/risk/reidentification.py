@@ -1,6 +1,6 @@
 """Prosecutor, journalist and marketer re-identification risk (El Emam's attacker models).
 
-Let the release be split into equivalence classes ``j`` on its quasi-identifiers (seed 000
+Let the release be split into equivalence classes ``j`` on its quasi-identifiers (Aggarwal 2015
 definition 20.3.1), ``f_j`` the number of release records in class ``j`` and ``n`` the
 number of records. Following El Emam and Dankar (2008, "Protecting privacy using
 k-anonymity", JAMIA 15(5)) and Dankar and El Emam (2010, "A method for evaluating
@@ -33,9 +33,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from ppdm.anonymize.risk.linkage import _group, class_matches
-from ppdm.anonymize.risk.matching import Hierarchies, as_frame_labels
 from ppdm.errors import ConfigError
+from ppdm.risk.linkage import _group, class_matches
+from ppdm.risk.matching import Hierarchies, as_frame_labels
 
 __all__ = [
     "ReidentificationRisk",
@@ -115,7 +115,7 @@ def prosecutor_risk(
 ) -> ReidentificationRisk:
     """Prosecutor risk: per record ``1 / f_j``.
 
-    Seed 000 table 20.3 (two classes of 3): every record has risk 1/3.
+    Aggarwal 2015, table 20.3 (two classes of 3): every record has risk 1/3.
 
     >>> t = pd.DataFrame({"Age": ["[20, 30]", "[30, 40]"] * 3,
     ...                   "ZIP": ["Northeastern US", "Western US"] * 3})

@@ -11,7 +11,7 @@ noise in floating point:
   by its binary expansion. The bits of a geometric variate are independent: bit ``j`` is
   set with probability ``r**(2**j) / (1 + r**(2**j))``, and the part above bit ``J`` is
   itself geometric with ratio ``r**(2**J)``. Each bit is an exact Bernoulli trial (see
-  :mod:`ppdm.anonymize.dp._exact`), so a sample costs about ``log2(23 * scale)`` random
+  :mod:`ppdm.dp._exact`), so a sample costs about ``log2(23 * scale)`` random
   bytes and a few numpy comparisons -- no loop over samples, no floating point.
 * :func:`sample_discrete_laplace` (the two-sided geometric distribution,
   ``P(X = x) ∝ exp(-|x| / scale)``) takes a geometric magnitude and a random sign and
@@ -26,7 +26,7 @@ noise in floating point:
 
 All randomness is raw bytes from :func:`ppdm.randomness.make_rng` (``os.urandom`` unless
 an integer seed is given for a reproducible experiment). Parameters are read as exact
-rationals (:func:`~ppdm.anonymize.dp._exact.to_fraction`), so the distribution sampled is
+rationals (:func:`~ppdm.dp._exact.to_fraction`), so the distribution sampled is
 exactly the one the privacy analysis is about.
 """
 
@@ -38,7 +38,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ppdm.anonymize.dp._exact import (
+from ppdm.dp._exact import (
     BernoulliTable,
     Expansion,
     exp_neg,
@@ -186,7 +186,7 @@ def sample_discrete_laplace(
 
     ``P(X = x) = (1 - r) / (1 + r) * r**|x|`` with ``r = exp(-1 / scale)``. Adding it to an
     integer query of sensitivity ``Delta`` with ``scale = Delta / epsilon`` is
-    ``epsilon``-differentially private (Ghosh, Roughgarden and Sundararajan 2009; seed 003
+    ``epsilon``-differentially private (Ghosh, Roughgarden and Sundararajan 2009; Seidl 2016
     "Laplace Noise" is the continuous analogue). Construction: exact geometric magnitude
     by binary expansion, uniform sign, rejection of negative zero
     (Canonne-Kamath-Steinke 2020, Algorithm 2); see the module docstring for why this is
@@ -256,7 +256,7 @@ def sample_discrete_gaussian(
 
     Canonne, Kamath and Steinke (2020), Algorithm 3, with every Bernoulli trial exact.
     Privacy of adding it to a sensitivity-``Delta`` integer query: see
-    :func:`ppdm.anonymize.dp.mechanisms.discrete_gaussian_delta`.
+    :func:`ppdm.dp.mechanisms.discrete_gaussian_delta`.
 
     Examples
     --------
@@ -280,7 +280,7 @@ def sample_exponential_mechanism(
     sampling: propose ``i`` uniformly, accept with probability
     ``exp(-(gamma_i - min gamma))``; the expected number of proposals per sample is
     ``n / sum_i exp(-(gamma_i - min gamma)) <= n``. Used by
-    :class:`ppdm.anonymize.dp.mechanisms.ExponentialMechanism`.
+    :class:`ppdm.dp.mechanisms.ExponentialMechanism`.
     """
     size = _check_size(size)
     rng = make_rng(rng)

@@ -1,6 +1,6 @@
 """A privacy budget accountant with sequential and parallel composition.
 
-Seed 003 ("Composition"): *sequential composition* -- a sequence of computations that are
+Seidl 2016 ("Composition"): *sequential composition* -- a sequence of computations that are
 each differentially private in isolation is private with the **sum** of their epsilons;
 *parallel composition* -- computations on disjoint subsets of the data cost only the
 **worst** (largest) of their epsilons. For ``(epsilon, delta)`` mechanisms the basic
@@ -9,7 +9,7 @@ composition theorems add (sequential) or take the maximum of (parallel) both par
 
 The accountant checks every charge *before* it is made: a query that would exceed the
 budget raises :class:`BudgetExceededError` and is not recorded, so callers charge first
-and compute second (all query functions in :mod:`ppdm.anonymize.dp.queries` do).
+and compute second (all query functions in :mod:`ppdm.dp.queries` do).
 Amounts are exact rationals (floats read by their decimal, ``0.1`` is 1/10), so three
 queries of 0.1 fit in a budget of 0.3 and rounding never lets a query slip through.
 """
@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
 
-from ppdm.anonymize.dp._exact import to_fraction
+from ppdm.dp._exact import to_fraction
 from ppdm.errors import PPDMError
 
 __all__ = ["BudgetAccountant", "BudgetExceededError", "Charge", "ParallelGroup"]
@@ -74,7 +74,7 @@ class BudgetAccountant:
     >>> acct.spend(0.3, label="mean")
     Traceback (most recent call last):
     ...
-    ppdm.anonymize.dp.accountant.BudgetExceededError: query 'mean' needs epsilon=0.3, delta=0 but only epsilon=0.2, delta=0 is left
+    ppdm.dp.accountant.BudgetExceededError: query 'mean' needs epsilon=0.3, delta=0 but only epsilon=0.2, delta=0 is left
 
     Parallel composition over disjoint partitions charges the largest partition.
 

@@ -1,10 +1,10 @@
 """Differentially private count, sum, mean, histogram and median queries.
 
 Each query takes ``epsilon`` (and ``delta`` for the Gaussian mechanism), an optional
-:class:`~ppdm.anonymize.dp.accountant.BudgetAccountant` which is charged *before* the data
+:class:`~ppdm.dp.accountant.BudgetAccountant` which is charged *before* the data
 are touched (an over-budget query raises and computes nothing), and ``rng``
 (``None`` = ``os.urandom``). Neighbouring databases differ by adding or removing one
-record (seed 003). Domains -- histogram categories or bin edges, clamping bounds, median
+record (Seidl 2016). Domains -- histogram categories or bin edges, clamping bounds, median
 candidates -- must be public: deriving them from the data would leak.
 
 Mechanisms (``mechanism=``):
@@ -28,15 +28,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ppdm.anonymize.dp.accountant import BudgetAccountant
-from ppdm.anonymize.dp.mechanisms import (
+from ppdm.dp.accountant import BudgetAccountant
+from ppdm.dp.mechanisms import (
     DiscreteGaussianMechanism,
     DiscreteLaplaceMechanism,
     ExponentialMechanism,
     SnappingMechanism,
 )
-from ppdm.anonymize.dp.samplers import RngLike
-from ppdm.anonymize.dp.sensitivity import sum_sensitivity
+from ppdm.dp.samplers import RngLike
+from ppdm.dp.sensitivity import sum_sensitivity
 from ppdm.randomness import make_rng
 
 __all__ = ["dp_count", "dp_histogram", "dp_mean", "dp_median", "dp_sum"]
@@ -114,8 +114,8 @@ def dp_histogram(
     """Noisy counts over public ``categories`` or numeric ``bins`` (edges).
 
     One record lands in one bin, so the bins are disjoint partitions and the whole
-    histogram costs ``epsilon`` once (parallel composition, seed 003); the accountant is
-    charged through a :class:`~ppdm.anonymize.dp.accountant.ParallelGroup`. Values outside
+    histogram costs ``epsilon`` once (parallel composition, Seidl 2016); the accountant is
+    charged through a :class:`~ppdm.dp.accountant.ParallelGroup`. Values outside
     the domain are not counted. Bins follow :func:`numpy.histogram` (``[e_i, e_i+1)``,
     the last bin closed). ``non_negative`` clips noisy counts at 0 (post-processing).
 
@@ -300,7 +300,7 @@ def dp_median(
     """Median by the exponential mechanism over public ``candidates``.
 
     Utility of candidate ``c``: ``-|2 #{v <= c} - n|`` (sensitivity 1), the classic
-    example of the exponential mechanism for a non-numeric-noise answer (seed 003).
+    example of the exponential mechanism for a non-numeric-noise answer (Seidl 2016).
 
     >>> dp_median(np.arange(1, 1000), epsilon=1.0, candidates=np.arange(0, 1001, 10), rng=0)
     500.0

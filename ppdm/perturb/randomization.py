@@ -1,11 +1,11 @@
 """Randomization at collection time: additive noise and distribution reconstruction.
 
-Seed 000 section 20.2: each user adds a perturbation ``y_i`` drawn from a *public*
+Aggarwal 2015, §20.2: each user adds a perturbation ``y_i`` drawn from a *public*
 distribution ``Y`` (uniform or Gaussian) to his value ``x_i`` and sends ``z_i = x_i + y_i``.
 The collector never sees ``x_i``; it reconstructs the distribution of ``X`` over ``k``
 intervals ``[l_t, u_t]`` from ``z_1 .. z_n`` and the known ``f_Y``.
 
-:func:`bayes_reconstruct` is the iterative Bayes procedure of seed 000 equations 20.1-20.5
+:func:`bayes_reconstruct` is the iterative Bayes procedure of Aggarwal 2015 equations 20.1-20.5
 (Agrawal & Srikant 2000): start from the uniform distribution and repeat::
 
     f^(a) <- (1/n) sum_i f_Y(z_i - a) f^(a) / integral f_Y(z_i - w) f^(w) dw
@@ -19,7 +19,7 @@ each interval, ``Pr(z_i | x in I_t) = (F_Y(z_i - l_t) - F_Y(z_i - u_t)) / w_t``;
 iteration increases the likelihood and the fixed point is the maximum-likelihood
 histogram.
 
-:class:`RandomizedNaiveBayes` is the classifier of seed 000 section 20.2.2: the
+:class:`RandomizedNaiveBayes` is the classifier of Aggarwal 2015, §20.2.2: the
 class-conditional distribution of every attribute is reconstructed from the perturbed
 values of that class, and the naive Bayes rule uses the reconstructed histograms.
 """
@@ -52,7 +52,7 @@ Stopping = Literal["mean-change", "chi2"]
 
 @dataclass(frozen=True)
 class Noise:
-    """A public perturbing distribution (seed 000 section 20.2).
+    """A public perturbing distribution (Aggarwal 2015, §20.2).
 
     ``kind="uniform"``: ``Y`` uniform on ``[-scale, scale]``;
     ``kind="gaussian"``: ``Y ~ N(0, scale^2)``.
@@ -192,7 +192,7 @@ def _iterate(
             if total > 0:
                 new /= total
             if stopping == "mean-change":
-                # seed 000: average change of the density at the midpoints
+                # Aggarwal 2015: average change of the density at the midpoints
                 change = np.mean(np.abs(new - theta) / widths)
                 done = change <= tol * np.mean(theta / widths)
             else:
@@ -219,7 +219,7 @@ def bayes_reconstruct(
     z_bins: int | None = None,
     progress: Progress | None = None,
 ) -> Reconstruction:
-    """Iterative Bayes reconstruction of ``f_X`` over ``k`` intervals (seed 000 eq. 20.5).
+    """Iterative Bayes reconstruction of ``f_X`` over ``k`` intervals (Aggarwal 2015, eq. 20.5).
 
     Parameters
     ----------
@@ -342,7 +342,7 @@ class NaiveBayesModel:
 class RandomizedNaiveBayes:
     """Naive Bayes trained on reconstructed class-conditional distributions.
 
-    Seed 000 section 20.2.2: the class label is collected in the clear, every numeric
+    Aggarwal 2015, §20.2.2: the class label is collected in the clear, every numeric
     attribute with additive public noise; for each class ``c`` and attribute ``j`` the
     distribution of ``X_j | c`` is reconstructed from the perturbed values of class
     ``c`` (:func:`bayes_reconstruct` or :func:`em_reconstruct`), and a record ``x`` is

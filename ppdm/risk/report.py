@@ -7,11 +7,11 @@ from typing import Any
 
 import pandas as pd
 
-from ppdm.anonymize.risk.attribute import background_knowledge_check, homogeneity_attack
-from ppdm.anonymize.risk.linkage import linkage_attack
-from ppdm.anonymize.risk.matching import Hierarchies
-from ppdm.anonymize.risk.reidentification import reidentification_risk
 from ppdm.errors import ConfigError
+from ppdm.risk.attribute import background_knowledge_check, homogeneity_attack
+from ppdm.risk.linkage import linkage_attack
+from ppdm.risk.matching import Hierarchies
+from ppdm.risk.reidentification import reidentification_risk
 
 __all__ = ["risk_report"]
 

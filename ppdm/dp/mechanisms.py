@@ -1,6 +1,6 @@
 """Differential privacy mechanisms: discrete Laplace, snapping, discrete Gaussian, exponential.
 
-Definitions follow seed 003 ("Differential Privacy"): a randomized mechanism ``A`` is
+Definitions follow Seidl 2016 ("Differential Privacy"): a randomized mechanism ``A`` is
 ``epsilon``-differentially private if ``Pr[A(D1) in S] <= exp(epsilon) Pr[A(D2) in S]`` for
 all databases ``D1, D2`` differing in one record (added or removed) and all output sets
 ``S``; ``f(D) + Lap(S(f) / epsilon)`` is ``epsilon``-DP for a query of sensitivity
@@ -32,8 +32,8 @@ from typing import Any
 import gmpy2
 import numpy as np
 
-from ppdm.anonymize.dp._exact import to_fraction
-from ppdm.anonymize.dp.samplers import (
+from ppdm.dp._exact import to_fraction
+from ppdm.dp.samplers import (
     RngLike,
     _discrete_gaussian,
     _discrete_laplace,
@@ -75,9 +75,9 @@ def _as_int_array(value: Any) -> tuple[np.ndarray, bool]:
 class DiscreteLaplaceMechanism:
     """``f(D) + X`` with ``P(X = x) ∝ exp(-epsilon |x| / Delta)`` for integer ``f``.
 
-    The integer analogue of seed 003's Laplace theorem: for ``|f(D1) - f(D2)| <= Delta``
+    The integer analogue of Seidl's (2016) Laplace theorem: for ``|f(D1) - f(D2)| <= Delta``
     the output probabilities differ by at most ``exp(epsilon)``, exactly (the sampler
-    :func:`~ppdm.anonymize.dp.samplers.sample_discrete_laplace` is exact). Vector
+    :func:`~ppdm.dp.samplers.sample_discrete_laplace` is exact). Vector
     queries use the L1 sensitivity.
 
     >>> m = DiscreteLaplaceMechanism(epsilon=0.5, sensitivity=1)
@@ -98,7 +98,7 @@ class DiscreteLaplaceMechanism:
 
     @property
     def scale(self) -> Fraction:
-        """``Delta / epsilon``, the scale ``b`` of seed 003's ``Lap(b)``."""
+        """``Delta / epsilon``, the scale ``b`` of Seidl's (2016) ``Lap(b)``."""
         return self._delta / self._eps
 
     def privacy(self) -> tuple[Fraction, Fraction]:
@@ -361,12 +361,12 @@ def _is_power_of_two(x: float) -> bool:
 
 @dataclass(frozen=True)
 class ExponentialMechanism:
-    """The exponential mechanism (McSherry-Talwar 2007; seed 003 "Exponential Mechanism").
+    """The exponential mechanism (McSherry-Talwar 2007; Seidl 2016 "Exponential Mechanism").
 
     Chooses candidate ``i`` with probability ``∝ exp(epsilon u_i / (2 Delta u))`` where
     ``u_i`` is its utility (higher is better) and ``Delta u`` the utility's sensitivity;
     with ``monotonic=True`` (utilities that all move in the same direction between
-    neighbours) the factor 2 is dropped. Seed 003 writes the same mechanism with a score
+    neighbours) the factor 2 is dropped. Seidl 2016 writes the same mechanism with a score
     to minimise, ``exp(-epsilon u / (2 Delta u))``: pass ``-score`` as the utility.
 
     Sampling is exact: utilities (doubles) are read as exact rationals and the draw is a

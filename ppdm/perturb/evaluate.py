@@ -3,8 +3,8 @@
 The engine behind ``ppdm evaluate``: run one method (randomized response RR-Both / RR-S /
 RR-QI, anatomy, l-diversity, RA) for every value of its privacy parameter, turn every
 release into an estimate of the original contingency table over ``QI x S`` and measure
-the utility measures of :mod:`ppdm.anonymize.perturbation.utility` (seed 004 section V,
-seed 002 section 7). Results are rows of plain values, written as CSV and JSON, and a
+the utility measures of :mod:`ppdm.perturb.utility` (Guo, Ying & Wu 2011, §V,
+Yang & Qiao 2010, §7). Results are rows of plain values, written as CSV and JSON, and a
 privacy-utility plot (PNG, matplotlib's Agg backend).
 
 Parameters: ``l`` for RR (risk bound ``tau = 1/l``), anatomy and l-diversity; ``lambda``
@@ -25,20 +25,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ppdm.anonymize.perturbation._table import contingency, encode
-from ppdm.anonymize.perturbation.anatomy import (
+from ppdm.errors import ConfigError
+from ppdm.perturb._table import contingency, encode
+from ppdm.perturb.anatomy import (
     anatomy,
     generalized_table_estimate,
     grouped_table_estimate,
 )
-from ppdm.anonymize.perturbation.ra import random_anonymization
-from ppdm.anonymize.perturbation.randomized_response import (
+from ppdm.perturb.ra import random_anonymization
+from ppdm.perturb.randomized_response import (
     Scheme,
     em_estimate_table,
     estimate_table,
     randomized_response,
 )
-from ppdm.anonymize.perturbation.utility import (
+from ppdm.perturb.utility import (
     answer_count_queries,
     as_distribution,
     base_query_error,
@@ -53,7 +54,6 @@ from ppdm.anonymize.perturbation.utility import (
     rules_from_table,
     uncertainty_coefficient,
 )
-from ppdm.errors import ConfigError
 from ppdm.progress import Progress, progress_task
 from ppdm.randomness import RandomSource, make_rng
 
@@ -99,7 +99,7 @@ def _l_diversity_release(
     hierarchies: Mapping[str, Any] | None,
     rng: RandomSource,
 ) -> pd.DataFrame:
-    """Entropy l-diversity by generalization, as in seed 004 (Incognito): ppdm's optimal
+    """Entropy l-diversity by generalization, as in Guo, Ying & Wu 2011 (Incognito): ppdm's optimal
     full-domain search when hierarchies are given, else Mondrian (flat hierarchies).
     The row id column rides along as a non-QI column."""
     from ppdm.anonymize.api import anonymize
@@ -227,11 +227,11 @@ def evaluate(
     hierarchies : mapping, optional
         Generalization hierarchies for l-diversity.
     queries, query_attributes : int
-        Number of random count queries and QI attributes per query (seed 002 7.2).
+        Number of random count queries and QI attributes per query (Yang & Qiao 2010, §7.2).
     min_support, min_confidence : float
-        Apriori thresholds of the rule recovery rate (seed 002 7.3: 8% and 15%).
+        Apriori thresholds of the rule recovery rate (Yang & Qiao 2010, §7.3: 8% and 15%).
     estimator : {"inverse", "em"}
-        Randomized response reconstruction: seed 004's unbiased ``P^-1 lambda`` (negative
+        Randomized response reconstruction: Guo, Ying & Wu's (2011) unbiased ``P^-1 lambda`` (negative
         cells clipped for the distances) or the maximum-likelihood EM estimate.
     rng : int or RandomSource, optional
         ``os.urandom`` by default; an int makes the run reproducible.

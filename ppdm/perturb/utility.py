@@ -6,15 +6,15 @@ randomized response, uniform spreading inside generalized values for l-diversity
 uniform pairing inside groups for anatomy, the released records themselves for RA), and
 compared with the original table:
 
-* distribution distances of seed 004 section V: KL distance and chi-square distance
+* distribution distances of Guo, Ying & Wu 2011, §V: KL distance and chi-square distance
   between the original distribution ``P`` and the reconstruction ``Q``;
-* average relative error ``|act - est| / act`` of count queries: seed 004's base
+* average relative error ``|act - est| / act`` of count queries: Guo, Ying & Wu's (2011) base
   group-by query (every cell) and CUBE query (every marginal, including the grand
-  total), and seed 002 section 7.2's random queries ``Q_1 in R_1 and ... and S in R_s``;
+  total), and Yang & Qiao 2010, §7.2's random queries ``Q_1 in R_1 and ... and S in R_s``;
 * the uncertainty coefficient ``U(X|Y) = (H(X) - H(X|Y)) / H(X)`` between attribute
-  pairs (seed 004 section V.C.3);
+  pairs (Guo, Ying & Wu 2011, §V.C.3);
 * the recovery rate ``|Asso_D cap Asso_D'| / |Asso_D|`` of quasi-sensitive association
-  rules ``q -> s`` mined with Apriori (seed 002 section 7.3; support 8%, confidence 15%).
+  rules ``q -> s`` mined with Apriori (Yang & Qiao 2010, §7.3; support 8%, confidence 15%).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def kl_reconstruction(original: np.ndarray, estimate: np.ndarray, *, pseudo: flo
     distribution ``q`` strays from the original ``p``, both from counts smoothed by
     ``pseudo`` records per cell (negative estimated cells clipped to 0 first).
 
-    Seed 004 (section V) compares methods by "KL distance" but its formula did not
+    Guo, Ying & Wu 2011 (section V) compares methods by "KL distance" but its formula did not
     survive in the seed's text, so ppdm reports both directions: :func:`kl_distance`
     (``KL(p || q)``, which punishes a reconstruction for cells it leaves empty) and this
     one (which punishes mass placed where the original has little, e.g. anatomy's
@@ -116,7 +116,7 @@ def chi2_distance(p: np.ndarray, q: np.ndarray) -> float:
 
 
 def mean_relative_error(act: np.ndarray, est: np.ndarray) -> float:
-    """Average of ``|act - est| / act`` over the answers with ``act > 0`` (seed 004)."""
+    """Average of ``|act - est| / act`` over the answers with ``act > 0`` (Guo, Ying & Wu 2011)."""
     act = np.asarray(act, dtype=np.float64).ravel()
     est = np.asarray(est, dtype=np.float64).ravel()
     on = act > 0
@@ -126,13 +126,13 @@ def mean_relative_error(act: np.ndarray, est: np.ndarray) -> float:
 
 
 def base_query_error(original: np.ndarray, estimate: np.ndarray) -> float:
-    """Seed 004's base group-by query over all attributes: the mean relative error over
+    """Guo, Ying & Wu's (2011) base group-by query over all attributes: the mean relative error over
     the non-empty cells of the original contingency table (both tables in counts)."""
     return mean_relative_error(original, estimate)
 
 
 def cube_query_error(original: np.ndarray, estimate: np.ndarray) -> float:
-    """Seed 004's ``GROUP BY CUBE(A_1, ..., A_m, S)``: the mean relative error over all
+    """Guo, Ying & Wu's (2011) ``GROUP BY CUBE(A_1, ..., A_m, S)``: the mean relative error over all
     groups of all ``2^(m+1)`` groupings (every marginal table and the grand total)."""
     original = np.asarray(original, dtype=np.float64)
     estimate = np.asarray(estimate, dtype=np.float64)
@@ -173,7 +173,7 @@ def random_count_queries(
     qi_attributes: int,
     rng: int | RandomSource | None = None,
 ) -> list[CountQuery]:
-    """Random queries of seed 002 section 7.2.2: the sensitive attribute (last axis) and
+    """Random queries of Yang & Qiao 2010, §7.2.2: the sensitive attribute (last axis) and
     ``qi_attributes`` QI attributes chosen uniformly, each with a random non-empty set of
     values of random size."""
     dims = tuple(int(d) for d in dims)
@@ -308,7 +308,7 @@ def quasi_sensitive_rules(
     ``codes`` has the QI columns first and the sensitive column last; a rule's
     antecedent is a set of ``(column, value)`` items on distinct QI columns, the
     consequent a sensitive value. Returns ``{rule: (support, confidence)}`` for every
-    rule with support ``>= min_support`` and confidence ``>= min_confidence`` (seed 002
+    rule with support ``>= min_support`` and confidence ``>= min_confidence`` (Yang & Qiao 2010
     section 7.3: Apriori, 8% and 15%).
     """
     codes = np.asarray(codes, dtype=np.int64)
@@ -374,7 +374,7 @@ def rules_from_table(
 
 
 def rule_recovery_rate(original: Mapping[Rule, object], released: Mapping[Rule, object]) -> float:
-    """``|Asso_D cap Asso_D'| / |Asso_D|`` (seed 002 section 7.3)."""
+    """``|Asso_D cap Asso_D'| / |Asso_D|`` (Yang & Qiao 2010, §7.3)."""
     if not original:
         raise ValueError("the original data has no rules at these thresholds")
     return len(set(original) & set(released)) / len(original)

@@ -1,23 +1,23 @@
-"""Randomized response and PRAM on categorical attributes (seed 004; Warner 1965).
+"""Randomized response and PRAM on categorical attributes (Guo, Ying & Wu 2011; Warner 1965).
 
 Every record's attribute ``A_i`` (``d_i`` categories) is kept with probability ``p_i`` and
-otherwise replaced by one of the other ``d_i - 1`` categories, uniformly (seed 004,
+otherwise replaced by one of the other ``d_i - 1`` categories, uniformly (Guo, Ying & Wu 2011,
 equation 1)::
 
     P_i[u, v] = Pr(A~_i = u | A_i = v) = p_i if u == v else q_i = (1 - p_i) / (d_i - 1)
 
 The randomized table's contingency vector has expectation ``E(lambda) = P pi`` with
 ``P = P_1 (x) ... (x) P_m (x) P_s`` (Kronecker product), the unbiased estimate of the
-original one is ``pi^ = P^-1 lambda`` and its covariance (seed 004 equation 2) is::
+original one is ``pi^ = P^-1 lambda`` and its covariance (Guo, Ying & Wu 2011 equation 2) is::
 
     Sigma = (1/N) P^-1 ((P pi)^delta - P pi pi^T P^T) P^-T
 
 ``P`` has ``D = prod d_i`` rows, so it is never built: every product with it is computed
-with the "vec trick" of seed 004 lemma 2, ``(A (x) B) vec(X) = vec(B X A^T)``, applied
+with the "vec trick" of Guo, Ying & Wu 2011, lemma 2, ``(A (x) B) vec(X) = vec(B X A^T)``, applied
 recursively, i.e. by multiplying the ``s``-dimensional contingency tensor by ``P_i`` along
 its axis ``i`` (:func:`kron_apply`), at cost ``O(D sum d_i)`` instead of ``O(D^2)``.
 
-Attribute disclosure under linking attacks (seed 004 section IV): the attacker knows the
+Attribute disclosure under linking attacks (Guo, Ying & Wu 2011, §IV): the attacker knows the
 target's quasi-identifier ``QI_r = alpha`` and the matrices, reconstructs values with the
 posterior of equation 4, and succeeds with probability (result 1, equation 6)::
 
@@ -30,7 +30,7 @@ Without randomization of S the second factor is the plain group frequency
 ``pi_{alpha u} / pi_alpha``; without randomization of QI the first is 1. The three schemes
 are RR-S, RR-QI and RR-Both. Property 1: each factor is minimized at ``p = 1/d``.
 
-:func:`optimal_parameters` solves seed 004's problem 1 in the form of result 2: minimize
+:func:`optimal_parameters` solves Guo, Ying & Wu's (2011) problem 1 in the form of result 2: minimize
 ``trace(Sigma)``, which for matrices of form (1) is ``(1/N)(prod_i ||P_i^-1||_F^2 / d_i -
 ||pi||^2)`` (lemmas 3-5), subject to ``Pr(S_r | QI_r) <= tau`` for every record, with
 ``tau = 1/l`` to match l-diversity.
@@ -51,8 +51,8 @@ import numpy as np
 import pandas as pd
 from scipy import optimize
 
-from ppdm.anonymize.perturbation._table import Encoded, contingency, encode
 from ppdm.errors import ConfigError
+from ppdm.perturb._table import Encoded, contingency, encode
 from ppdm.randomness import RandomSource, make_rng
 
 __all__ = [
@@ -95,7 +95,7 @@ def _check_p(d: int, p: float) -> float:
 
 
 def distortion_matrix(d: int, p: float) -> np.ndarray:
-    """The distortion matrix ``P_i`` of seed 004 equation 1 (columns sum to 1).
+    """The distortion matrix ``P_i`` of Guo, Ying & Wu 2011 equation 1 (columns sum to 1).
 
     >>> distortion_matrix(3, 0.6)
     array([[0.6, 0.2, 0.2],
@@ -112,7 +112,7 @@ def distortion_matrix(d: int, p: float) -> np.ndarray:
 
 
 def distortion_inverse(d: int, p: float) -> np.ndarray:
-    """Closed-form inverse of :func:`distortion_matrix` (seed 004 lemma 4).
+    """Closed-form inverse of :func:`distortion_matrix` (Guo, Ying & Wu 2011, lemma 4).
 
     ``P = (p - q) I + q 1 1^T`` and the columns sum to 1, so by the binomial inverse
     theorem ``P^-1 = (I - q 1 1^T) / (p - q)``; singular when ``p = 1/d``.
@@ -130,7 +130,7 @@ def distortion_inverse(d: int, p: float) -> np.ndarray:
 
 
 def inverse_frobenius_sq(d: int, p: float) -> float:
-    """``||P_i^-1||_F^2 = d ((1 - q)^2 + (d - 1) q^2) / (p - q)^2`` (seed 004 lemma 4).
+    """``||P_i^-1||_F^2 = d ((1 - q)^2 + (d - 1) q^2) / (p - q)^2`` (Guo, Ying & Wu 2011, lemma 4).
 
     >>> round(inverse_frobenius_sq(2, 1.0), 12)
     2.0
@@ -148,7 +148,7 @@ def kron_apply(mats: Sequence[np.ndarray | None], x: np.ndarray) -> np.ndarray:
     """``(M_1 (x) ... (x) M_s) vec(x)`` without building the Kronecker product.
 
     ``x`` is the ``s``-dimensional tensor whose C-order ravel is the vector; ``M_i``
-    (``None`` = identity) multiplies axis ``i``. This is seed 004 lemma 2,
+    (``None`` = identity) multiplies axis ``i``. This is Guo, Ying & Wu 2011, lemma 2,
     ``(A (x) B) vec(X) = vec(B X A^T)``, applied recursively: cost
     ``O(prod d_i * sum d_i)``, memory ``O(prod d_i)``. Extra trailing axes of ``x``
     (beyond ``s``) are carried along, so a matrix of column vectors works too.
@@ -220,7 +220,7 @@ def estimate_table(observed: np.ndarray, ps: Sequence[float | None]) -> np.ndarr
     ``observed`` is the randomized table's contingency tensor (counts or proportions);
     the result has the same scale and may have negative cells (it is unbiased, not a
     distribution). ``ps`` gives each axis's retention probability (``None``: not
-    randomized). Seed 004 section III.
+    randomized). Guo, Ying & Wu 2011, §III.
     """
     lam = np.asarray(observed, dtype=np.float64)
     return kron_apply(_inverses(lam.shape, ps), lam)
@@ -235,7 +235,7 @@ def em_estimate_table(
 ) -> np.ndarray:
     """Maximum-likelihood estimate of the original table by EM (iterative Bayes).
 
-    The randomized-response analogue of :func:`ppdm.anonymize.perturbation.randomization.
+    The randomized-response analogue of :func:`ppdm.perturb.randomization.
     em_reconstruct`: starting from the uniform table, ``pi <- pi x P^T (lambda / (P pi))``
     (elementwise ``x`` and ``/``), every product by the vec trick. Unlike ``P^-1
     lambda`` the result is a distribution (no negative cells); it is the estimate within
@@ -262,7 +262,7 @@ def em_estimate_table(
 
 
 def covariance_diagonal(pi: np.ndarray, ps: Sequence[float | None], n: int) -> np.ndarray:
-    """Variances of ``pi^`` (the diagonal of seed 004 equation 2), shape of ``pi``.
+    """Variances of ``pi^`` (the diagonal of Guo, Ying & Wu 2011 equation 2), shape of ``pi``.
 
     ``Var(pi^_k) = (1/N) (sum_j (P^-1)_{kj}^2 lambda_j - pi_k^2)`` with ``lambda = P pi``;
     the elementwise square of a Kronecker product is the Kronecker product of the
@@ -275,12 +275,12 @@ def covariance_diagonal(pi: np.ndarray, ps: Sequence[float | None], n: int) -> n
 
 
 def trace_covariance(pi: np.ndarray, ps: Sequence[float | None], n: int) -> float:
-    """``trace(Sigma)``, the expected squared error of ``pi^`` (seed 004 lemma 3)."""
+    """``trace(Sigma)``, the expected squared error of ``pi^`` (Guo, Ying & Wu 2011, lemma 3)."""
     return float(covariance_diagonal(pi, ps, n).sum())
 
 
 def covariance(pi: np.ndarray, ps: Sequence[float | None], n: int) -> np.ndarray:
-    """The full ``D x D`` covariance matrix of ``pi^`` (seed 004 equation 2).
+    """The full ``D x D`` covariance matrix of ``pi^`` (Guo, Ying & Wu 2011 equation 2).
 
     ``Sigma = (1/N) (P^-1 diag(lambda) P^-T - pi pi^T)``: ``diag(lambda)`` is reshaped to
     a ``2s``-dimensional tensor and ``P^-1`` applied along the first ``s`` axes and the
@@ -306,7 +306,7 @@ def covariance(pi: np.ndarray, ps: Sequence[float | None], n: int) -> np.ndarray
 
 
 def qi_reconstruction_probability(pi_qi: np.ndarray, ps: Sequence[float | None]) -> np.ndarray:
-    """``Pr(QI^ = QI = alpha)`` for every cell ``alpha`` (seed 004 equations 7 and 9).
+    """``Pr(QI^ = QI = alpha)`` for every cell ``alpha`` (Guo, Ying & Wu 2011 equations 7 and 9).
 
     ``eta = pi_QI x [(P_1^2 (x) ... (x) P_m^2)^T lambda_QI^-1]`` with ``lambda_QI = P_QI
     pi_QI``, ``x`` elementwise; here as the probability conditional on ``QI = alpha``
@@ -325,7 +325,7 @@ def qi_reconstruction_probability(pi_qi: np.ndarray, ps: Sequence[float | None])
 
 
 def sensitive_reconstruction_probability(pi: np.ndarray, p_s: float | None) -> np.ndarray:
-    """``Pr(S^_r = S_r = u | QI_r = alpha)`` for every cell (seed 004 equation 8).
+    """``Pr(S^_r = S_r = u | QI_r = alpha)`` for every cell (Guo, Ying & Wu 2011 equation 8).
 
     ``pi`` is the full contingency tensor with the sensitive attribute on the last axis.
     Returns ``(pi_{alpha u} / pi_alpha) sum_v P_s[v, u]^2 pi_{alpha u} / lambda_{alpha v}``
@@ -351,7 +351,7 @@ def disclosure_risk(
     p_qi: Sequence[float] | None,
     p_s: float | None,
 ) -> np.ndarray:
-    """Attribute disclosure risk ``Pr(S_r | QI_r)`` of every cell (seed 004 result 1).
+    """Attribute disclosure risk ``Pr(S_r | QI_r)`` of every cell (Guo, Ying & Wu 2011, result 1).
 
     Parameters
     ----------
@@ -427,7 +427,7 @@ def optimal_parameters(
 ) -> RRParameters:
     """Retention probabilities that minimize ``trace(Sigma)`` with risk at most ``tau``.
 
-    Seed 004 problem 1 / result 2: minimize ``prod_i ||P_i^-1||_F^2`` over the
+    Guo, Ying & Wu 2011 problem 1 / result 2: minimize ``prod_i ||P_i^-1||_F^2`` over the
     randomized attributes' ``p_i in (1/d_i, 1]`` subject to ``Pr(S_r | QI_r) <= tau`` for
     every non-empty cell (record type) of ``pi``. Solved with scipy's SLSQP on
     ``sum_i log ||P_i^-1||_F^2``, one inequality per non-empty cell, started from the
@@ -586,7 +586,7 @@ def randomized_response(
     ps: Sequence[float | None] | None = None,
     rng: int | RandomSource | None = None,
 ) -> RRRelease:
-    """Randomize QI, S or both of ``table`` (seed 004), with optimal or given parameters.
+    """Randomize QI, S or both of ``table`` (Guo, Ying & Wu 2011), with optimal or given parameters.
 
     Parameters
     ----------
@@ -637,7 +637,7 @@ def warner_randomize(
     member: np.ndarray, p: float, *, rng: int | RandomSource | None = None
 ) -> np.ndarray:
     """Warner's (1965) randomized response: answer "in A?" with probability ``p``,
-    otherwise "in not-A?"; returns the "yes" answers (seed 004 section II).
+    otherwise "in not-A?"; returns the "yes" answers (Guo, Ying & Wu 2011, §II).
 
     Equivalent to :func:`randomize_codes` with ``d = 2``: the truth is kept with
     probability ``p`` and flipped otherwise.

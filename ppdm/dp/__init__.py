@@ -1,6 +1,6 @@
 """Differential privacy: exact samplers, mechanisms, a budget accountant and DP queries.
 
-Seed 003 ("Differential Privacy": sensitivity, Laplace noise, exponential mechanism,
+Seidl 2016 ("Differential Privacy": sensitivity, Laplace noise, exponential mechanism,
 sequential and parallel composition) defines what is computed; the samplers follow
 Canonne, Kamath and Steinke (2020) and Mironov (2012) so that no floating-point
 Laplace is ever sampled (diffprivlib issues #19 and #94 show why). See
@@ -12,9 +12,9 @@ uniforms) -> :mod:`.mechanisms` -> :mod:`.accountant` (-> :mod:`.budget`, the pe
 budget of a data set) -> :mod:`.queries`.
 """
 
-from ppdm.anonymize.dp.accountant import BudgetAccountant, BudgetExceededError, ParallelGroup
-from ppdm.anonymize.dp.budget import BudgetFile
-from ppdm.anonymize.dp.mechanisms import (
+from ppdm.dp.accountant import BudgetAccountant, BudgetExceededError, ParallelGroup
+from ppdm.dp.budget import BudgetFile
+from ppdm.dp.mechanisms import (
     DiscreteGaussianMechanism,
     DiscreteLaplaceMechanism,
     ExponentialMechanism,
@@ -22,15 +22,15 @@ from ppdm.anonymize.dp.mechanisms import (
     calibrate_discrete_gaussian,
     discrete_gaussian_delta,
 )
-from ppdm.anonymize.dp.queries import dp_count, dp_histogram, dp_mean, dp_median, dp_sum
-from ppdm.anonymize.dp.samplers import (
+from ppdm.dp.queries import dp_count, dp_histogram, dp_mean, dp_median, dp_sum
+from ppdm.dp.samplers import (
     sample_discrete_gaussian,
     sample_discrete_laplace,
     sample_exponential_mechanism,
     sample_geometric,
     sample_uniform_float,
 )
-from ppdm.anonymize.dp.sensitivity import (
+from ppdm.dp.sensitivity import (
     count_sensitivity,
     global_sensitivity,
     histogram_sensitivity,

@@ -1,19 +1,19 @@
 """Does a released (possibly generalized) value cover an original value?
 
-An attacker who links a public table to a release (seed 000 section 20.3, tables 20.1-20.3;
-seed 003 "Linkage Attack") must decide, for every quasi-identifier, whether the value in
+An attacker who links a public table to a release (Aggarwal 2015, §20.3, tables 20.1-20.3;
+Seidl 2016 "Linkage Attack") must decide, for every quasi-identifier, whether the value in
 the release -- exact, or generalized by suppression or a hierarchy -- is compatible with
 the exact value in the public table. The released labels understood here:
 
 * the exact value (``"26"`` covers 26; integral floats are written without ``.0``);
 * ``*`` (fully suppressed) covers everything;
-* masks: ``"2*"``, ``"520*"`` cover values starting with the prefix (seed 003); a mask
+* masks: ``"2*"``, ``"520*"`` cover values starting with the prefix (Seidl 2016); a mask
   with several stars (``"52***"``) also requires the same length;
 * intervals: ``"[20, 30]"``, ``"[20, 30)"``, ``"[20, 40["`` (ARX), ``"20-30"``
-  (inclusive), and intervals of masks ``"[5206*, 5207*]"`` (seed 003: compare the leading
+  (inclusive), and intervals of masks ``"[5206*, 5207*]"`` (Seidl 2016: compare the leading
   digits);
 * sets ``"{a, b}"``;
-* any label of a value generalization hierarchy (seed 000 Fig. 20.1), given as a mapping
+* any label of a value generalization hierarchy (Aggarwal 2015, Fig. 20.1), given as a mapping
   from original value to its ancestors or loaded from an ARX CSV file with
   :func:`load_hierarchy`.
 """

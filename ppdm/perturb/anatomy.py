@@ -13,11 +13,11 @@ distinct buckets) joins a group that does not yet contain its sensitive value. A
 eligible iff no sensitive value occurs in more than ``n / l`` records. Every group then
 has ``l`` (or ``l + 1``) distinct sensitive values, each once: frequency l-diversity.
 
-The permutation method (seed 002 Fig. 4) keeps one table but shuffles the sensitive
+The permutation method (Yang & Qiao 2010, Fig. 4) keeps one table but shuffles the sensitive
 values within every group.
 
 Count queries ``select count(*) where Q_1 in R_1 and ... and S in R_s`` are estimated as
-in seed 002 section 7.2.1: equation 13 on anatomized / permuted tables
+in Yang & Qiao 2010, §7.2.1: equation 13 on anatomized / permuted tables
 (:func:`count_query_permuted`), equation 12 on generalized tables
 (:func:`count_query_generalized`).
 """
@@ -32,8 +32,8 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from ppdm.anonymize.perturbation._table import MAX_CELLS, encode
 from ppdm.errors import ConfigError
+from ppdm.perturb._table import MAX_CELLS, encode
 from ppdm.randomness import RandomSource, make_rng
 
 __all__ = [
@@ -123,7 +123,7 @@ def anatomize(
 def permute_within_groups(
     values: np.ndarray, groups: np.ndarray, *, rng: int | RandomSource | None = None
 ) -> np.ndarray:
-    """Shuffle ``values`` uniformly within every group (seed 002 Fig. 4)."""
+    """Shuffle ``values`` uniformly within every group (Yang & Qiao 2010, Fig. 4)."""
     values = np.asarray(values)
     groups = np.asarray(groups)
     r = make_rng(rng)
@@ -218,7 +218,7 @@ def generalized_table_estimate(
     ``original_qi`` (the original codes, used only to learn which original values a label
     covers: all the values that were generalized to it). A QI-group (equal generalized
     labels) spreads each of its sensitive values' counts uniformly over the product of
-    the covered value sets; seed 002 equation 12 in tensor form.
+    the covered value sets; Yang & Qiao 2010 equation 12 in tensor form.
     """
     original_qi = np.asarray(original_qi, dtype=np.int64)
     dims = tuple(int(d) for d in dims)
@@ -257,7 +257,7 @@ def count_query_permuted(
     query: Mapping[int, Sequence[int]],
     s_values: Sequence[int],
 ) -> float:
-    """Seed 002 equation 13: ``sum_p #_p(R_s) #_p(records matching the QI conditions) /
+    """Yang & Qiao 2010 equation 13: ``sum_p #_p(R_s) #_p(records matching the QI conditions) /
     #_p(records)`` for an anatomized or permuted table.
 
     ``query`` maps a QI column index to its accepted codes ``R_i``; ``s_values`` is
@@ -280,7 +280,7 @@ def count_query_generalized(
     query: Mapping[int, Sequence[int]],
     s_values: Sequence[int],
 ) -> float:
-    """Seed 002 equation 12 on a generalized table: ``sum_p #_p(R_s) prod_i
+    """Yang & Qiao 2010 equation 12 on a generalized table: ``sum_p #_p(R_s) prod_i
     |R_i cap Values_p(Q_i)| / |Values_p(Q_i)|``, where ``Values_p(Q_i)`` is the set of
     original values covered by the group's generalized value (learned as in
     :func:`generalized_table_estimate`)."""

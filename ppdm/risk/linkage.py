@@ -1,15 +1,15 @@
 """The linkage attack: join a public identified table to a release on quasi-identifiers.
 
-Seed 000 section 20.3 (tables 20.1-20.3): with the SSN removed from the medical table
+Aggarwal 2015, §20.3 (tables 20.1-20.3): with the SSN removed from the medical table
 20.1, joining it to the voter registration rolls of table 20.2 on age and ZIP code gives
 each medical record its list of possible names -- Joy and Sue are the only two matches of
 a record with HIV (50 % each), William the only match of a record with hepatitis C. After
 3-anonymization (table 20.3) every record matches several voters, but the class
 ``([20, 30], Northeastern US)`` contains only HIV, so every voter who falls in it is
-exposed anyway (the homogeneity problem that motivates l-diversity, seed 000 20.3.2).
+exposed anyway (the homogeneity problem that motivates l-diversity, Aggarwal 2015, §20.3.2).
 
 :func:`linkage_attack` performs this join for any release whose quasi-identifiers may be
-generalized (see :mod:`ppdm.anonymize.risk.matching` for the labels understood) and
+generalized (see :mod:`ppdm.risk.matching` for the labels understood) and
 reports, per release record, how many public individuals it could be (identity
 disclosure), and per public individual, which records and sensitive values are
 compatible with them (attribute disclosure).
@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from ppdm.anonymize.risk.matching import Hierarchies, as_frame_labels, cover_matrix
 from ppdm.errors import ConfigError
+from ppdm.risk.matching import Hierarchies, as_frame_labels, cover_matrix
 
 __all__ = ["LinkageResult", "class_matches", "linkage_attack"]
 
@@ -188,7 +188,7 @@ def linkage_attack(
 
     Examples
     --------
-    Seed 000 tables 20.1 and 20.2 (SSN removed from the release):
+    Aggarwal 2015, tables 20.1 and 20.2 (SSN removed from the release):
 
     >>> release = pd.DataFrame({"Age": [24, 37, 26, 38, 36, 25],
     ...     "ZIP": ["10598", "90210", "10547", "90345", "89119", "02139"],

@@ -1,7 +1,7 @@
 """Attacks on releases and re-identification risk.
 
-Seed 000 section 20.3 (linkage through quasi-identifiers, tables 20.1-20.3; homogeneity
-in 20.3.2; the curse of dimensionality in 20.3.4 and exercises 14-16) and seed 003
+Aggarwal 2015, §20.3 (linkage through quasi-identifiers, tables 20.1-20.3; homogeneity
+in 20.3.2; the curse of dimensionality in 20.3.4 and exercises 14-16) and Seidl 2016
 (linkage, unsorted, homogeneity and background-knowledge attacks) define the attacks;
 the prosecutor, journalist and marketer risk measures follow El Emam and Dankar (2008)
 and Dankar and El Emam (2010). See ``docs/risk.md``.
@@ -11,13 +11,13 @@ Modules, bottom-up: :mod:`.matching` (does a generalized label cover a value?) -
 :mod:`.report`.
 """
 
-from ppdm.anonymize.risk.attribute import (
+from ppdm.risk.attribute import (
     background_knowledge_attack,
     background_knowledge_check,
     equivalence_class_table,
     homogeneity_attack,
 )
-from ppdm.anonymize.risk.highdim import (
+from ppdm.risk.highdim import (
     ReidentificationSimulation,
     collision_bound,
     collision_probability,
@@ -26,16 +26,16 @@ from ppdm.anonymize.risk.highdim import (
     simulate_reidentification,
     transaction_uniqueness,
 )
-from ppdm.anonymize.risk.linkage import LinkageResult, linkage_attack
-from ppdm.anonymize.risk.matching import cover_matrix, covers, load_hierarchy
-from ppdm.anonymize.risk.reidentification import (
+from ppdm.risk.linkage import LinkageResult, linkage_attack
+from ppdm.risk.matching import cover_matrix, covers, load_hierarchy
+from ppdm.risk.reidentification import (
     ReidentificationRisk,
     journalist_risk,
     marketer_risk,
     prosecutor_risk,
     reidentification_risk,
 )
-from ppdm.anonymize.risk.report import risk_report
+from ppdm.risk.report import risk_report
 
 __all__ = [
     "LinkageResult",

@@ -1,6 +1,6 @@
 """Re-identification from a few known attributes in high-dimensional data.
 
-Seed 000 section 20.3.4 (the curse of dimensionality; the Netflix prize attack) and
+Aggarwal 2015, §20.3.4 (the curse of dimensionality; the Netflix prize attack) and
 exercises 14-16 of section 20.8:
 
 * **Exercise 14** -- a friend's transaction contains a known pattern on ``B`` items;

@@ -1,6 +1,6 @@
-"""Sensitivity of queries (seed 003, "Sensitivity").
+"""Sensitivity of queries (Seidl 2016, "Sensitivity").
 
-Seed 003 defines the sensitivity of ``f`` as the largest change ``||f(D2) - f(D1)||`` when
+Seidl 2016 defines the sensitivity of ``f`` as the largest change ``||f(D2) - f(D1)||`` when
 one record is added to or removed from ``D1``; the *local* sensitivity
 ``LS_f(x) = max_{d(x, x') = 1} ||f(x) - f(x')||_1`` and the *global* sensitivity
 ``GS_f = max_x LS_f(x)``. Noise is calibrated to the global sensitivity.

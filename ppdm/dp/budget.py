@@ -4,8 +4,8 @@ Sequential composition (Seidl 2016, §8 "Composition"; Dwork & Roth 2014, theore
 holds over a data set's whole life, not over one process: every query answered from the
 same records spends from one total. :class:`BudgetFile` keeps that total and the ledger
 of what was spent in a small JSON file, and :meth:`BudgetFile.accountant` opens it as a
-:class:`~ppdm.anonymize.dp.accountant.BudgetAccountant`: the query is charged in memory
-first (refused with :class:`~ppdm.anonymize.dp.accountant.BudgetExceededError`, nothing
+:class:`~ppdm.dp.accountant.BudgetAccountant`: the query is charged in memory
+first (refused with :class:`~ppdm.dp.accountant.BudgetExceededError`, nothing
 spent, when it would exceed the total) and the new charges are written back only when
 the query finished. The file's folder is locked (``flock``) for the whole query, so two
 concurrent queries cannot both spend the last of a budget (queries on the data sets of
@@ -35,7 +35,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from ppdm.anonymize.dp.accountant import BudgetAccountant
+from ppdm.dp.accountant import BudgetAccountant
 from ppdm.errors import ConfigError
 
 __all__ = [

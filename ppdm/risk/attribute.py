@@ -1,17 +1,17 @@
 """Attribute disclosure: homogeneity and background-knowledge attacks on a release.
 
-Seed 003 ("Background Knowledge attack"): in a k-anonymous release, "all females within
+Seidl 2016 ("Background Knowledge attack"): in a k-anonymous release, "all females within
 20 years have breast cancer" -- an equivalence class whose sensitive values are all the
 same discloses the value of everyone linked to it (*homogeneity*); and an attacker who
 knows something about the target (Alice is 29 and female; or, in Machanavajjhala et al.'s
 example, that the target is very unlikely to have heart disease) can rule values out
-until one remains (*background knowledge*). Seed 000 section 20.3.2 draws the same lesson
+until one remains (*background knowledge*). Aggarwal 2015, §20.3.2 draws the same lesson
 from table 20.3, whose class ``([20, 30], Northeastern US)`` is all HIV.
 
 * :func:`homogeneity_attack` -- per class: distinct sensitive values, the most frequent
   value and its share (the attacker's confidence), and whether the class is homogeneous;
   plus the distinct, entropy and probabilistic l-diversity the release achieves
-  (seed 003: entropy >= log l; most frequent value <= 1/l).
+  (Seidl 2016: entropy >= log l; most frequent value <= 1/l).
 * :func:`background_knowledge_check` -- per class, how many negative statements ("the
   target does not have s") suffice to pin the value down: ``distinct - 1``; classes where
   ``statements`` or fewer do are vulnerable. (Distinct l-diversity resists ``l - 2``.)
@@ -27,9 +27,9 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ppdm.anonymize.risk.linkage import _group
-from ppdm.anonymize.risk.matching import Hierarchies, as_frame_labels, cover_matrix
 from ppdm.errors import ConfigError
+from ppdm.risk.linkage import _group
+from ppdm.risk.matching import Hierarchies, as_frame_labels, cover_matrix
 
 __all__ = [
     "background_knowledge_attack",
@@ -74,7 +74,7 @@ def homogeneity_attack(
 ) -> dict[str, object]:
     """Classes whose sensitive values are all equal, and the l-diversity achieved.
 
-    Seed 003's released records: the 2*-aged females all have breast cancer and the
+    Seidl's (2016) released records: the 2*-aged females all have breast cancer and the
     2*-aged males all have lung cancer.
 
     >>> t = pd.DataFrame({"Gender": list("FFMMMMF"), "Age": ["2*"] * 4 + ["3*"] * 3,
@@ -147,7 +147,7 @@ def background_knowledge_attack(
     count; values in ``excluded`` are removed and the rest renormalized. Returns an
     empty Series when nothing is compatible.
 
-    Seed 003: Alice is 29 and female, Jones is 27 and male.
+    Seidl 2016: Alice is 29 and female, Jones is 27 and male.
 
     >>> t = pd.DataFrame({"Gender": list("FFMMMMF"), "Age": ["2*"] * 4 + ["3*"] * 3,
     ...     "Zip": ["520*"] * 7, "Disease": ["Breast Cancer"] * 2 + ["Lung Cancer"] * 2

@@ -1,6 +1,6 @@
-"""Random anonymization (RA) and enhanced RA (seed 002: Yang & Qiao 2010).
+"""Random anonymization (RA) and enhanced RA (Yang & Qiao 2010: Yang & Qiao 2010).
 
-RA (seed 002 algorithm 1) breaks the link between a record's quasi-identifier and its
+RA (Yang & Qiao 2010, algorithm 1) breaks the link between a record's quasi-identifier and its
 sensitive value without generalizing anything: for every record one QI attribute ``Q_k``
 is chosen with probability ``p_k`` and its value is replaced by a fresh draw from that
 attribute's own distribution ``Dist_k`` in the original data. Enhanced RA (algorithm 2)
@@ -30,8 +30,8 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from ppdm.anonymize.perturbation._table import encode
 from ppdm.errors import ConfigError
+from ppdm.perturb._table import encode
 from ppdm.randomness import RandomSource, make_rng
 
 __all__ = [
@@ -63,13 +63,13 @@ def entropy(freq: np.ndarray) -> float:
 
 
 def attribute_distributions(codes: np.ndarray, dims: Sequence[int]) -> list[np.ndarray]:
-    """``Dist_i``: the frequency of every value of every column (seed 002 algorithm 1)."""
+    """``Dist_i``: the frequency of every value of every column (Yang & Qiao 2010, algorithm 1)."""
     codes = np.asarray(codes, dtype=np.int64)
     return [np.bincount(codes[:, j], minlength=d) / len(codes) for j, d in enumerate(dims)]
 
 
 def optimal_selection_probabilities(dists: Sequence[np.ndarray]) -> np.ndarray:
-    """``p_i = e^{Entropy(Q_i)} / sum_j e^{Entropy(Q_j)}`` (seed 002 proposition 7).
+    """``p_i = e^{Entropy(Q_i)} / sum_j e^{Entropy(Q_j)}`` (Yang & Qiao 2010, proposition 7).
 
     >>> optimal_selection_probabilities([np.array([0.5, 0.5]), np.array([1.0])]).tolist()
     [0.6666666666666666, 0.3333333333333333]
@@ -80,9 +80,9 @@ def optimal_selection_probabilities(dists: Sequence[np.ndarray]) -> np.ndarray:
 
 
 def probabilistic_anonymity(dists: Sequence[np.ndarray], p: Sequence[float] | np.ndarray) -> float:
-    """``Pa(D')`` with ``ln Pa = sum_i p_i (Entropy(Q_i) - ln p_i)`` (seed 002, eq. 1).
+    """``Pa(D')`` with ``ln Pa = sum_i p_i (Entropy(Q_i) - ln p_i)`` (Yang & Qiao 2010, eq. 1).
 
-    Seed 002 section 6: the data of its Fig. 1 (Age, Job, Country) with ``p_i = 1/3``
+    Yang & Qiao 2010, §6: the data of its Fig. 1 (Age, Job, Country) with ``p_i = 1/3``
     has probabilistic anonymity "about 11":
 
     >>> dists = [np.array([1, 4, 1, 3, 1]) / 10, np.array([1, 4, 2, 1, 2]) / 10,
@@ -127,7 +127,7 @@ def ra(
     p: Sequence[float] | np.ndarray | None = None,
     rng: int | RandomSource | None = None,
 ) -> np.ndarray:
-    """The RA algorithm (seed 002 algorithm 1) on integer-coded QI columns.
+    """The RA algorithm (Yang & Qiao 2010, algorithm 1) on integer-coded QI columns.
 
     Every record gets one QI attribute ``k`` chosen with probability ``p[k]`` (default:
     proposition 7's optimum) and a new value for it drawn from ``Dist_k``.
@@ -152,7 +152,7 @@ def enhanced_ra(
     lam: int,
     rng: int | RandomSource | None = None,
 ) -> np.ndarray:
-    """Enhanced RA (seed 002 algorithm 2): ``lam`` QI attributes per record, chosen
+    """Enhanced RA (Yang & Qiao 2010, algorithm 2): ``lam`` QI attributes per record, chosen
     uniformly without replacement, get new values drawn from their ``Dist``."""
     codes = np.asarray(codes, dtype=np.int64)
     n, m = codes.shape
@@ -280,7 +280,7 @@ def expected_relative_bias(
     lam: int | None = None,
     fixed: np.ndarray | None = None,
 ) -> float:
-    """Relative bias ``B(q) = |E R(q)|`` (seed 002 section 5.2).
+    """Relative bias ``B(q) = |E R(q)|`` (Yang & Qiao 2010, §5.2).
 
     For algorithm 1 this equals ``|sum_i p_i (1 / lift(q_i, q - q_i) - 1)|`` (equation 10
     with ``p_i`` in place of ``1/m``).
@@ -297,7 +297,7 @@ def expected_relative_bias(
 def relative_difference(
     original: np.ndarray, anonymized: np.ndarray, attrs: Sequence[int], values: Sequence[int]
 ) -> float:
-    """``R(q) = (supp_D'(q) - supp_D(q)) / supp_D(q)`` (seed 002 section 5.2), a fraction."""
+    """``R(q) = (supp_D'(q) - supp_D(q)) / supp_D(q)`` (Yang & Qiao 2010, §5.2), a fraction."""
     s = np.count_nonzero(_matches(np.asarray(original), attrs, values))
     if s == 0:
         raise ValueError("q does not occur in the original data")
@@ -340,7 +340,7 @@ def gamma_amplification(
     *,
     p: Sequence[float] | None = None,
 ) -> float:
-    """gamma-amplification of the released QI combination ``q'`` (seed 002 section 4.2.2).
+    """gamma-amplification of the released QI combination ``q'`` (Yang & Qiao 2010, §4.2.2).
 
     ``gamma_q' = max_q supp_D(q') sum_i p_i Pr(Q_i = q'_i) / (supp_D(q) p_w Pr(Q_w = q'_w))``
     over the combinations ``q`` of ``D`` that differ from ``q'`` in one attribute ``w``
@@ -361,7 +361,7 @@ def inference_probability(
     *,
     p: Sequence[float] | None = None,
 ) -> float:
-    """Largest probability of guessing the original of ``q'`` (seed 002 equation 6):
+    """Largest probability of guessing the original of ``q'`` (Yang & Qiao 2010 equation 6):
     ``maxSupp / (sum_q supp_D(q) p_w Pr(Q_w = q'_w) + supp_D(q') sum_i p_i Pr(Q_i = q'_i))``
     with ``p_i = 1/m`` by default; bounded by proposition 10."""
     own, terms = _ra_terms(codes, dims, qprime, p)

@@ -1,10 +1,10 @@
 """Categorical encoding and contingency tables shared by the perturbation methods.
 
-Every method of :mod:`ppdm.anonymize.perturbation` works on integer codes: attribute
-``A_i`` with ``d_i`` categories is coded ``0 .. d_i - 1`` (seed 004 section III), and a
+Every method of :mod:`ppdm.perturb` works on integer codes: attribute
+``A_i`` with ``d_i`` categories is coded ``0 .. d_i - 1`` (Guo, Ying & Wu 2011, §III), and a
 table of ``n`` records over ``s`` attributes is an ``(n, s)`` int64 array. The
 contingency table is the ``s``-dimensional array of counts (or proportions) whose C-order
-ravel is the vector ``pi`` of seed 004 ("arranged in a fixed order").
+ravel is the vector ``pi`` of Guo, Ying & Wu 2011 ("arranged in a fixed order").
 """
 
 from __future__ import annotations

@@ -2,21 +2,21 @@
 RA, anatomy, and the utility measures that compare them (docs/perturbation.md).
 
 Modules, bottom-up: ``_table`` (coding, contingency tables) -> ``randomization``
-(additive noise, Bayes / EM reconstruction, naive Bayes; seed 000 20.2),
-``randomized_response`` (seed 004), ``ra`` (seed 002), ``anatomy`` (Xiao & Tao 2006;
-seed 002 eq. 12-13) -> ``utility`` (seed 004 V, seed 002 7) -> ``evaluate``.
+(additive noise, Bayes / EM reconstruction, naive Bayes; Aggarwal 2015, §20.2),
+``randomized_response`` (Guo, Ying & Wu 2011), ``ra`` (Yang & Qiao 2010), ``anatomy`` (Xiao & Tao 2006;
+Yang & Qiao 2010, eq. 12-13) -> ``utility`` (Guo, Ying & Wu 2011, §V, Yang & Qiao 2010, §7) -> ``evaluate``.
 """
 
-from ppdm.anonymize.perturbation.anatomy import anatomy, permute_within_groups
-from ppdm.anonymize.perturbation.ra import enhanced_ra, ra, random_anonymization
-from ppdm.anonymize.perturbation.randomization import (
+from ppdm.perturb.anatomy import anatomy, permute_within_groups
+from ppdm.perturb.ra import enhanced_ra, ra, random_anonymization
+from ppdm.perturb.randomization import (
     Noise,
     RandomizedNaiveBayes,
     add_noise,
     bayes_reconstruct,
     em_reconstruct,
 )
-from ppdm.anonymize.perturbation.randomized_response import (
+from ppdm.perturb.randomized_response import (
     disclosure_risk,
     em_estimate_table,
     estimate_table,
