@@ -234,3 +234,43 @@ def test_the_check_ignores_type_checking_imports_and_finds_circles_in_one_layer(
     )
     assert upward_imports(root, read_layers(root / "README.md")) == []
     assert import_circles(root) == [["ppdm.low.a", "ppdm.low.b"]]
+
+
+MOVED = {
+    "ppdm.anonymize.dp": ("ppdm.dp", "mechanisms", "DiscreteLaplaceMechanism"),
+    "ppdm.anonymize.risk": ("ppdm.risk", "linkage", None),
+    "ppdm.anonymize.perturbation": ("ppdm.perturb", "randomized_response", "randomize_codes"),
+    "ppdm.service.testbed": ("ppdm.testbed.consortia", None, "GrpcTestbed"),
+    "ppdm.service.netns": ("ppdm.testbed.netns", None, None),
+}
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_old_import_paths_still_work_with_a_deprecation_warning(old):
+    """Each moved package imports from its new path silently and from its old path (and
+    its submodules, ``from old.sub import name``) with one DeprecationWarning."""
+
+    new, sub, name = MOVED[old]
+    lines = [f"import {new}"]
+    if sub:
+        lines.append(f"from {old}.{sub} import {name or '*'}")
+        lines.append(f"assert sys.modules['{old}.{sub}'] is sys.modules['{new}.{sub}']")
+    elif name:
+        lines.append(f"from {old} import {name}")
+    else:
+        lines.append(f"import {old}")
+    lines.append(f"assert sys.modules['{old}'] is sys.modules['{new}']")
+    old_run = _python("import sys, warnings\nwarnings.simplefilter('always')\n" + "\n".join(lines))
+    assert old_run.returncode == 0, old_run.stderr
+    assert old_run.stderr.count(f"DeprecationWarning: {old} moved to {new}") == 1, old_run.stderr
+    new_run = _python(f"import warnings\nwarnings.simplefilter('always')\nimport {new}")
+    assert new_run.returncode == 0 and "moved to" not in new_run.stderr, new_run.stderr
+
+
+def _python(code: str):
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=PPDM.parent
+    )
