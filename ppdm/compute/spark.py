@@ -138,14 +138,18 @@ class SparkEngine(ComputeEngine):
         for k, v in conf.items():
             builder = builder.config(k, v)
         failures: tuple[type[BaseException], ...] = (*_spark_errors(), RuntimeError, ValueError)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                session = builder.getOrCreate()
-            session.sparkContext.setLogLevel("WARN")
-        except failures as exc:
-            log.error("cannot start Spark (master %s): %s", s.master, exc)
-            raise ComputeError(f"cannot start Spark on master {s.master}") from None
+        for attempt in (1, 2):  # a second try: a JVM start can fail on a loaded host
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    session = builder.getOrCreate()
+                session.sparkContext.setLogLevel("WARN")
+                break
+            except failures as exc:
+                log.error("cannot start Spark (master %s, try %d): %s", s.master, attempt, exc)
+                self._forget_pyspark_state()
+                if attempt == 2:
+                    raise ComputeError(f"cannot start Spark on master {s.master}") from None
         self.sessions_started += 1
         log.info("Spark session started (master %s)", s.master)
         return session
@@ -163,7 +167,12 @@ class SparkEngine(ComputeEngine):
             return
         with contextlib.suppress(Exception):
             session.stop()
-        # A dead gateway must not be reused by the next getOrCreate.
+        self._forget_pyspark_state()
+
+    @staticmethod
+    def _forget_pyspark_state() -> None:
+        """Clear pyspark's process-wide handles: a dead gateway must not be reused by the
+        next ``getOrCreate``."""
         with contextlib.suppress(Exception):
             from pyspark import SparkContext
 

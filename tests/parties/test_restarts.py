@@ -12,13 +12,13 @@ from ppdm.testbed.consortia import GrpcTestbed
 
 pytestmark = [pytest.mark.grpc, pytest.mark.slow, pytest.mark.timeout(900)]
 
-RESTARTS = 20
+RESTARTS = 10  # each victim (bob, carol) 5 times: 4 clean restarts and 1 mid-job kill
 # Deadlines that only catch a hang (issue 22): how fast a restarted node is reachable
 # again is a timing goal, not something a test may assert on a loaded machine.
 HANG_SECONDS = 240.0
 
 
-def test_twenty_restarts_no_failed_job(tmp_path):
+def test_ten_restarts_no_failed_job(tmp_path):
     with GrpcTestbed(["alice", "bob", "carol"], tmp_path / "bed", timeout=20) as bed:
         first = bed.run_job("ring-echo", {"rounds": 2})
         assert first["state"] == "succeeded", first["error"]

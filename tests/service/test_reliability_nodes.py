@@ -154,8 +154,9 @@ def test_one_initiator_cannot_take_every_slot_and_the_full_node_is_named(tmp_pat
     limits = NodeLimits(
         max_running_jobs=3, max_running_jobs_per_initiator=2, pending_job_wait_s=600.0
     )
+    # A short receive timeout: the refused jobs below end as soon as their peers notice.
     with GrpcTestbed(
-        ["alice", "bob", "carol"], tmp_path, policy=OPEN_POLICY_TOML, limits=limits
+        ["alice", "bob", "carol"], tmp_path, policy=OPEN_POLICY_TOML, limits=limits, timeout=5
     ) as bed:
         held = {"bob": [_hold_slot(bed, "bob", "alice") for _ in range(2)], "carol": []}
         try:
