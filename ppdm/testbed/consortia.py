@@ -152,6 +152,28 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
             s.close()
 
 
+def free_port_range(n: int, host: str = "127.0.0.1") -> int:
+    """The first of ``n`` consecutive TCP ports that are all free on ``host`` right now
+    (for settings that take a base port, such as ``ppdm consortium init --base-port``)."""
+    for _ in range(200):
+        with socket.socket() as sock:
+            sock.bind((host, 0))
+            base = sock.getsockname()[1]
+        if base + n >= 65000:
+            continue
+        free = True
+        for port in range(base, base + n):
+            with socket.socket() as sock:
+                try:
+                    sock.bind((host, port))
+                except OSError:
+                    free = False
+                    break
+        if free:
+            return base
+    raise RuntimeError(f"no {n} consecutive free ports on {host}")
+
+
 def write_party_tables(
     path: Path, party: str, inputs: Any | None, data: Mapping[str, str] | None
 ) -> None:

@@ -9,7 +9,19 @@ import re
 
 import pytest
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import Select
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+CLICK_DEADLINE_S = 120.0  # generous: catches a hang, not a slow machine
+
+
+def _click_and_load(driver, element) -> None:
+    """Click a link or a submit button and wait until the browser has left the page
+    (the next ``find_element`` must see the new page, not the old one)."""
+    page = driver.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(driver, CLICK_DEADLINE_S).until(expected_conditions.staleness_of(page))
+
 
 DEADLINE_S = 120.0  # generous: catches a hang, not a slow machine
 
@@ -62,7 +74,7 @@ def test_held_job_is_approved_with_a_click_and_runs_everywhere(
     assert "Deadline" in text
     shots(officer, "pending")
     section.find_element(By.CLASS_NAME, "reason").send_keys("quarterly report, ok")
-    section.find_element(By.CLASS_NAME, "approve").click()
+    _click_and_load(officer, section.find_element(By.CLASS_NAME, "approve"))
     assert "approved" in officer.find_element(By.ID, "note").text
     doc = _finish(box, thread)
     assert doc["state"] == "succeeded", doc.get("error")
@@ -82,7 +94,7 @@ def test_rejection_with_a_reason_reaches_the_initiator(consoles, officer, pendin
     job_id, box, thread = consoles.start_job("carol")
     section = pending_section(officer, consoles.url(), job_id)
     section.find_element(By.CLASS_NAME, "reason").send_keys("not before the audit")
-    section.find_element(By.CLASS_NAME, "reject").click()
+    _click_and_load(officer, section.find_element(By.CLASS_NAME, "reject"))
     assert "rejected" in officer.find_element(By.ID, "note").text
     doc = _finish(box, thread)
     assert doc["state"] == "refused" and doc["failed_party"] == "alice"
@@ -95,7 +107,7 @@ def test_rejection_with_a_reason_reaches_the_initiator(consoles, officer, pendin
 def test_history_job_and_ledger_pages_list_the_job(consoles, officer, shots, pending_section):
     job_id, box, thread = consoles.start_job("carol")
     section = pending_section(officer, consoles.url(), job_id)
-    section.find_element(By.CLASS_NAME, "approve").click()
+    _click_and_load(officer, section.find_element(By.CLASS_NAME, "approve"))
     assert _finish(box, thread)["state"] == "succeeded"
     url = consoles.url()
     officer.get(url + "/jobs")
@@ -105,14 +117,16 @@ def test_history_job_and_ledger_pages_list_the_job(consoles, officer, shots, pen
     shots(officer, "jobs")
     # Filters: by initiator and state.
     Select(officer.find_element(By.NAME, "initiator")).select_by_value("bob")
-    officer.find_element(By.ID, "filter").click()
+    _click_and_load(officer, officer.find_element(By.ID, "filter"))
     assert "initiator=bob" in officer.current_url
     assert not officer.find_elements(By.ID, f"job-{job_id}")  # carol's job is filtered out
     officer.get(url + "/jobs?state=succeeded&initiator=carol")
     assert officer.find_elements(By.ID, f"job-{job_id}")
     # The job page: its document and the per-step figure (server-side SVG).
     officer.get(url + "/jobs")
-    officer.find_element(By.ID, f"job-{job_id}").find_element(By.TAG_NAME, "a").click()
+    _click_and_load(
+        officer, officer.find_element(By.ID, f"job-{job_id}").find_element(By.TAG_NAME, "a")
+    )
     assert officer.find_element(By.ID, "job-id").text == job_id
     assert officer.find_element(By.ID, "job-state").text == "succeeded"
     figure = officer.find_element(By.ID, "steps-figure")
@@ -128,7 +142,7 @@ def test_history_job_and_ledger_pages_list_the_job(consoles, officer, shots, pen
     assert "bob" in officer.find_element(By.ID, "peer-heads").text
     shots(officer, "ledger")
     # `ledger verify --online`: the heads of alice's ledger that bob and carol hold.
-    officer.find_element(By.ID, "check-peers").click()
+    _click_and_load(officer, officer.find_element(By.ID, "check-peers"))
     assert officer.find_element(By.ID, "verify-status").text == "intact"
     checked = officer.find_element(By.ID, "peers-checked").text
     assert re.search(r"bob: \d+ signed heads checked", checked), checked  # bob answered
@@ -166,7 +180,7 @@ def test_policy_dry_run_answers_like_ppdm_policy_check(
         if box.is_selected() != (box.get_attribute("value") in parties):
             box.click()
     officer.find_element(By.ID, "check-params").send_keys(params)
-    officer.find_element(By.ID, "check").click()
+    _click_and_load(officer, officer.find_element(By.ID, "check"))
     verdict = officer.find_element(By.ID, "verdict").text
     cli_args = [job, "--parties", ",".join(parties), "--initiator", initiator]
     for line in params.splitlines():

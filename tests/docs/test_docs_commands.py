@@ -31,13 +31,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from ppdm.testbed.consortia import free_port_range
 
 # Deadlines that only catch a hang (issue 22: no wall-clock bound in a test).
 HANG_SECONDS = 900.0
@@ -82,26 +83,6 @@ def _blocks() -> list[tuple[str, int, str, str]]:
 BLOCKS = _blocks()
 SHELL = [b for b in BLOCKS if b[2] in ("bash", "sh")]
 PYTHON_PAGES = sorted({b[0] for b in BLOCKS if b[2] == "python"})
-
-
-def _free_base(n: int) -> int:
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + n >= 65000:
-            continue
-        ok = True
-        for p in range(base, base + n):
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", p))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
-            return base
-    raise RuntimeError("no free ports")
 
 
 def _workdir(tmp_path: Path) -> Path:
@@ -185,7 +166,7 @@ def _shell_script(page: str, text: str, skipped: list[str]) -> str:
     script = "\n".join(out) + "\n"
     ports = re.findall(r"--base-port (\d+)", script)
     for p in set(ports):
-        script = script.replace(f"--base-port {p}", f"--base-port {_free_base(8)}")
+        script = script.replace(f"--base-port {p}", f"--base-port {free_port_range(8)}")
     return script
 
 

@@ -23,13 +23,14 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from ppdm.testbed.consortia import free_port_range
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -136,26 +137,6 @@ def _flow_blocks(example: str) -> list[tuple[int, int, str, str]]:
     return sorted(out, key=lambda b: (b[0], b[1]))
 
 
-def _free_base(n: int) -> int:
-    for _ in range(200):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            base = sock.getsockname()[1]
-        if base + n >= 65000:
-            continue
-        ok = True
-        for port in range(base, base + n):
-            with socket.socket() as sock:
-                try:
-                    sock.bind(("127.0.0.1", port))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
-            return base
-    raise RuntimeError("no free ports")
-
-
 def _logical_lines(text: str) -> list[str]:
     lines: list[str] = []
     buf = ""
@@ -228,7 +209,7 @@ def _flow_script(blocks: list[tuple[int, int, str, str]]) -> str:
     out.append("wait_runs")
     script = "\n".join(out) + "\n"
     for port in set(re.findall(r"--base-port (\d+)", script)):
-        script = script.replace(f"--base-port {port}", f"--base-port {_free_base(8)}")
+        script = script.replace(f"--base-port {port}", f"--base-port {free_port_range(8)}")
     return script
 
 
