@@ -537,7 +537,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "ppdm/mining/horizontal_rules.py",
         "max_item_bytes=max_bytes, fake_ratio=fake_ratio",
         "max_item_bytes=max_bytes, fake_ratio=0.0",
-        ("tests/mining/test_distributed_assoc.py",),
+        ("tests/mining/test_distributed_assoc.py", "tests/mining/test_horizontal_privacy.py"),
     ),
     # -- anonymize ---------------------------------------------------------------------------
     Mutation(

@@ -228,3 +228,46 @@ def test_job_defaults_and_parameter_checks(tmp_path: Path) -> None:
     }
     with pytest.raises(ConfigError, match="more parties than colluders"):
         simulate_job("assoc", contexts, {"min_support": 0.01, "colluders": 3}, timeout=60)
+
+
+def test_union_sizes_hide_each_partys_count_of_locally_large_itemsets():
+    """The itemset union of every level shows alice how many encrypted rows each other
+    party's set holds. With fake itemsets (a fresh random count per run) that size says
+    less than the party's exact number of locally large itemsets: over runs on the same
+    data it changes. Without fakes it is that exact number in every run, and alice reads
+    each party's count off the sizes."""
+    from ppdm.mining.readers import from_transactions
+    from ppdm.parties.local import LocalNetwork, simulate
+
+    gen = np.random.default_rng(5)
+    dbs = {
+        p: from_transactions([sorted(set(gen.integers(1, 12, 4).tolist())) for _ in range(60)])
+        for p in ("alice", "bob", "carol")
+    }
+    views = []
+    for _ in range(6):
+        net = LocalNetwork(list(dbs), job_id="union-sizes", timeout=60)
+        ep = net.endpoint("alice")
+        sizes: list[int] = []
+        receive = ep.receive
+
+        def spy(frm, step, _receive=receive, _sizes=sizes, **kw):
+            value = _receive(frm, step, **kw)
+            if step.endswith("set-union/encrypt"):
+                _sizes.append(len(value))
+            return value
+
+        ep.receive = spy  # type: ignore[method-assign]
+        simulate(
+            lambda net, db: hr.horizontal_association_rules(
+                net, db, min_support=0.2, min_confidence=0.5
+            ),
+            dbs,
+            network=net,
+            timeout=60,
+        )
+        views.append(tuple(sizes))
+    assert views[0], "alice saw no union message: the test measures nothing"
+    # Six runs of a uniform fake count over several unions: all six views equal has
+    # probability far below 1e-6 with fakes, and probability 1 without.
+    assert len(set(views)) > 1, f"the union sizes are the same in every run: {views[0]}"
