@@ -156,6 +156,16 @@ def with_local_cause(text: str, cause: str) -> str:
     return f"{text} {LOCAL_CAUSE_MARK}{cause}]"
 
 
+def split_local_cause(text: str) -> tuple[str, str]:
+    """``(public text, local cause)`` of one error (the cause ``""`` if it has none).
+
+    >>> split_local_cause(with_local_cause("input_error", "no file 'x'"))
+    ('input_error', "no file 'x'")
+    """
+    public, mark, cause = text.partition(LOCAL_CAUSE_MARK)
+    return (public.rstrip(), cause.removesuffix("]")) if mark else (text, "")
+
+
 def without_local_causes(text: str) -> str:
     """``text`` with every marked local cause removed (what anyone but the owner sees).
 

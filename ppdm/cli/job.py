@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ppdm.cli._output import load_settings, write_json
-from ppdm.errors import LOCAL_CAUSE_MARK, ConfigError
+from ppdm.errors import ConfigError, split_local_cause
 from ppdm.jobs.registry import get_job, job_names
 
 
@@ -355,12 +355,7 @@ def _explain(args: argparse.Namespace) -> int:
         return 0 if record["state"] != "unknown" else 2
     if record["state"] == "unknown" and not entries:
         raise ConfigError(f"{settings.name}'s node does not know job {job_id}")
-    error = record.get("error") or ""
-    cause = ""
-    marker = LOCAL_CAUSE_MARK
-    if marker in error:
-        error, _, cause = error.partition(marker)
-        error, cause = error.rstrip(), cause.removesuffix("]")
+    error, cause = split_local_cause(record.get("error") or "")
     fields: list[tuple[str, object]] = [("state", record["state"])]
     if record.get("rule"):
         fields.append(("rule", record["rule"]))
