@@ -43,6 +43,16 @@ Rows (baselines measured in the same run, on the pooled data):
   wall time divided by its iterations, so setup is included), in process and over gRPC;
   baseline: scikit-learn's Lloyd per iteration on the pooled data.
 
+Cost models (issue 25, item 3): beside each in-process distributed run (horizontal and
+vertical rules, both k-means), ``..._on_lan_vs_model_s`` and ``..._on_wan_vs_model_s``
+price the job on a 1 Gbit/s, 1 ms link and a 100 Mbit/s, 40 ms link: the measured time
+plus that link's wire time (the busiest party's bytes over the bandwidth + rounds x RTT,
+rounds from the sequential hops the in-process network counts) against the floor, the
+slowest party's local mining + the same wire time. The ratio is what the protocol's own
+computation (cryptography, encoding) costs above that floor; the JSON has each component
+(``..._model_local_s``, ``..._model_busiest_party_bytes``, ``..._model_rounds``,
+``..._model_protocol_compute_s``). ``--distributed-only`` skips the local rows.
+
 Every distributed result is checked against the centralized one before it is reported.
 ``--quick`` runs smaller data (retail 20,000 rows, mushroom at 50%, 2,000 records).
 
@@ -463,6 +473,8 @@ def assoc_rows(report: Report, fimi: Path, tmp: Path, quick: bool, bed: Any) -> 
         tag = "hassoc_retail_3p" + ("_counts" if reveal else "")
         doc = _in_process("assoc", tmp / "retail_h", params)
         check_assoc(doc, want, 0.5, counts=reveal)
+        if not reveal:
+            model_rows(report, tag, doc["wall_time_s"], doc, local_mining_s(tmp / "retail_h", 0.01))
         report.add(
             Row(
                 f"{tag}_local_s",
@@ -510,6 +522,8 @@ def assoc_rows(report: Report, fimi: Path, tmp: Path, quick: bool, bed: Any) -> 
     pct = f"{round(100 * s)}pct"
     doc = _in_process("assoc", tmp / "mushroom_v", v, parties=PARTIES[:2])
     check_assoc(doc, want, 0.9, counts=True)
+    # a vertical party has no local mining: its local work is reading its columns
+    model_rows(report, f"vassoc_mushroom_2p_{round(100 * s)}pct", doc["wall_time_s"], doc, 0.0)
     report.extra["mushroom_frequent_itemsets"] = len(want)
     report.add(
         Row(
@@ -700,6 +714,7 @@ def kmeans_rows(report: Report, tmp: Path, n: int, bed: Any) -> None:
         tag = f"{mode[0]}kmeans_{n}_k5_3p"
         doc = _in_process("kmeans", out, params)
         iters, sk = check_kmeans(doc, pooled, 5)
+        model_rows(report, tag, doc["wall_time_s"], doc, 0.0)  # local sums: microseconds
         report.add(
             Row(
                 f"{tag}_local_s_per_iter",
@@ -727,6 +742,62 @@ def kmeans_rows(report: Report, tmp: Path, n: int, bed: Any) -> None:
                 )
             )
             report.extra[f"{tag}_grpc_bytes_per_iter"] = _bytes(doc) / iters
+
+
+# -- cost models (issue 25, item 3) ------------------------------------------------------
+
+#: The links a cost model is priced on: (name, bandwidth in bit/s, round-trip time in s).
+LINKS = (("lan", 1e9, 0.001), ("wan", 1e8, 0.040))
+
+
+def critical_party(doc: dict) -> tuple[int, int]:
+    """The busiest party's bytes on its link (sent + received) and the job's sequential
+    hops (the in-process network stamps every message: ``ppdm.parties.metrics``)."""
+    busiest = max(
+        e["totals"]["bytes_sent"] + e["totals"]["bytes_received"] for e in doc["parties"].values()
+    )
+    hops = max(e["totals"].get("sequential_hops", 0) for e in doc["parties"].values())
+    return busiest, hops
+
+
+def local_mining_s(out: Path, s: float) -> float:
+    """The slowest party's local frequent-itemset mining on its own partition (the
+    parties mine in parallel, so the slowest one is on the critical path)."""
+    manifest = _manifest(out)
+    worst = 0.0
+    for entry in manifest["parties"].values():
+        db = read_fimi(out / entry["file"])
+        worst = max(worst, timed(lambda db=db: eclat_forest(db, s))[0])
+    return worst
+
+
+def model_rows(report: Report, tag: str, measured_s: float, doc: dict, local_s: float) -> None:
+    """The floor a job's time could reach on each link of :data:`LINKS`: the slowest
+    party's local work + the busiest party's bytes over the bandwidth + round trips (hops
+    / 2) x RTT, beside the job measured in process (loopback: no wire time). What the
+    measured time has above ``local_s`` on loopback is the protocol's own computation
+    (cryptography, encoding): the part a protocol change can cut."""
+    nbytes, hops = critical_party(doc)
+    report.extra[f"{tag}_model_local_s"] = local_s
+    report.extra[f"{tag}_model_busiest_party_bytes"] = nbytes
+    report.extra[f"{tag}_model_rounds"] = hops / 2
+    report.extra[f"{tag}_model_protocol_compute_s"] = max(measured_s - local_s, 0.0)
+    for link, bps, rtt in LINKS:
+        wire = 8 * nbytes / bps + hops / 2 * rtt
+        model = local_s + wire
+        report.extra[f"{tag}_model_{link}_wire_s"] = wire
+        report.add(
+            Row(
+                f"{tag}_on_{link}_vs_model_s",
+                measured_s + wire,
+                "s",
+                model,
+                f"model: local {local_s:.2f} s + {nbytes / 1e6:.1f} MB at {bps / 1e6:.0f} "
+                f"Mbit/s + {hops / 2:.0f} rounds x {rtt * 1e3:.0f} ms",
+                "report (measured in process + the same wire time)",
+                higher_is_better=False,
+            )
+        )
 
 
 # -- plumbing ------------------------------------------------------------------------------
@@ -786,15 +857,21 @@ def main() -> None:
         action="store_true",
         help="only the local rows (pyfim, mlxtend and rules), not the distributed ones",
     )
+    p.add_argument(
+        "--distributed-only",
+        action="store_true",
+        help="only the distributed rows (with their cost models), not the local ones",
+    )
     args = p.parse_args()
     quick = args.quick
     fimi = Path(args.shared) / "data" / "fimi"
     n_records = 2000 if quick else 10_000
     report = Report("Distributed mining (ppdm.mining): association rules and k-means")
     t0 = time.perf_counter()
-    pyfim_rows(report, fimi, quick)
-    rules_rows(report, fimi, quick)
-    local_rows(report, fimi, quick)
+    if not args.distributed_only:
+        pyfim_rows(report, fimi, quick)
+        rules_rows(report, fimi, quick)
+        local_rows(report, fimi, quick)
     if args.local_only:
         report.extra["benchmark_wall_s"] = time.perf_counter() - t0
         report.finish(args.json)

@@ -45,11 +45,11 @@ def main() -> None:
         SHORT_EXPONENT_BITS,
         Packing,
         PaillierPublicKey,
+        comb,
         decrypt_packed,
         encrypt_packed,
         generate_keypair,
     )
-    from ppdm.protocols.paillier import keys as keys_module
     from ppdm.protocols.secure_sum import secure_sum
 
     quick = args.quick
@@ -73,14 +73,14 @@ def main() -> None:
     phe_enc = _rate(n_phe, lambda: [phe_pub.encrypt(v) for v in values[:n_phe]])
     phe_enc_cpu = _cpu_rate(n_phe, lambda: [phe_pub.encrypt(v) for v in values[:n_phe]])
     enc_pub = _rate(n_enc, lambda: pub.encrypt_many(values))
-    threads = keys_module.MASK_THREADS
-    keys_module.MASK_THREADS = 1
+    threads = comb.MASK_THREADS
+    comb.MASK_THREADS = 1
     try:
         enc_pub_1 = _rate(n_enc, lambda: pub.encrypt_many(values))
         enc_pub_cpu = _cpu_rate(n_enc, lambda: pub.encrypt_many(values))
         enc_owner_cpu = _cpu_rate(n_enc, lambda: priv.encrypt_many(values))
     finally:
-        keys_module.MASK_THREADS = threads
+        comb.MASK_THREADS = threads
     enc_short = _rate(n_enc, lambda: short.encrypt_many(values))
     enc_owner = _rate(n_enc, lambda: priv.encrypt_many(values))
     enc_pool = _rate(n_enc, lambda: pub.encrypt_many(values, workers=2))

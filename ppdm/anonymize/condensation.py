@@ -38,8 +38,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from ppdm.anonymize.kmember import build_release, is_numeric_column
+from ppdm.anonymize.cluster_release import build_release
 from ppdm.anonymize.microaggregation import MixedSpace, il_measures, mdav_generic
+from ppdm.anonymize.qi_space import is_numeric_column
 from ppdm.anonymize.release import Release
 from ppdm.errors import ConfigError
 from ppdm.progress import Progress, progress_task

@@ -15,11 +15,11 @@ attribute ``C_j`` in its taxonomy tree ``T_Cj``, ``H`` a height). The distance b
 two records is the same quantity for a two-record cluster (Xiong n.d., *Distance between
 two categorical values*: ``delta_C(v1, v2) = H(Lambda(v1, v2)) / H(T_D)``).
 
-This module also holds what the other clustering anonymizers share: the encoding of the
-quasi-identifiers (:class:`QISpace`), per-class summaries (ranges and lowest common
-ancestors), the generalized ``"[lo-hi]"`` / taxonomy-label release of a clustering, the
-NCP utility metric, and the merge step that makes a clustering satisfy l-diversity or
-t-closeness after the fact.
+What the other clustering anonymizers share is in :mod:`ppdm.anonymize.qi_space` (the
+encoding of the quasi-identifiers, :class:`QISpace`; per-class summaries, ranges and
+lowest common ancestors; the NCP utility metric) and :mod:`ppdm.anonymize.cluster_release`
+(the generalized ``"[lo-hi]"`` / taxonomy-label release of a clustering, and the merge
+step that makes a clustering satisfy l-diversity or t-closeness after the fact).
 
 A taxonomy tree is a :class:`~ppdm.anonymize.hierarchy.Hierarchy`: level 0 holds the
 leaves and ``H(T) = height - 1`` (Adult's native-country, levels country / continent /
@@ -31,15 +31,34 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ppdm.anonymize.hierarchy import Hierarchy, as_labels
-from ppdm.anonymize.release import Release, make_release
+from ppdm.anonymize.cluster_release import ModelCheck as ModelCheck
+from ppdm.anonymize.cluster_release import build_release as build_release
+from ppdm.anonymize.cluster_release import canonical_labels as canonical_labels
+from ppdm.anonymize.cluster_release import (
+    check_release_classes,
+    finish_release,
+    generalized_frame,
+    merge_until_valid,
+    prepare_model,
+)
+from ppdm.anonymize.hierarchy import Hierarchy
+from ppdm.anonymize.qi_space import (
+    ClassSummary,
+    QISpace,
+    _class_d,
+    encode_qi,
+    encode_subset,
+    ncp,
+    summarize_classes,
+)
+from ppdm.anonymize.qi_space import is_numeric_column as is_numeric_column
+from ppdm.anonymize.release import Release
 from ppdm.errors import ConfigError
 from ppdm.progress import Progress, progress_task
 from ppdm.randomness import RandomSource, make_rng
@@ -56,239 +75,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-
-# -- encoding of the quasi-identifiers ---------------------------------------------------
-
-
-def is_numeric_column(series: pd.Series) -> bool:
-    """True for numeric (not boolean) columns: these are treated as continuous ranges."""
-    return bool(
-        pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series)
-    )
-
-
-def flat_hierarchy(values: object, *, attribute: str) -> Hierarchy:
-    """The one-level taxonomy ``value -> *`` (equal: distance 0, different: 1)."""
-    labels = pd.unique(pd.Series(as_labels(values), dtype=object))
-    return Hierarchy.from_rows([[v, "*"] for v in labels], attribute=attribute)
-
-
-@dataclass
-class QISpace:
-    """Quasi-identifiers encoded once for distances, IL(e) and class summaries.
-
-    Attributes
-    ----------
-    numeric : list of str
-        Numeric QIs, in ``qi`` order.
-    x : numpy.ndarray
-        ``(n, p)`` float values of the numeric QIs.
-    span : numpy.ndarray
-        ``|N_i| = max - min`` of each numeric QI over the whole table (0 for a constant).
-    integral : numpy.ndarray
-        Whether each numeric QI holds whole numbers only (ranges are printed as ints).
-    categorical : list of str
-        Categorical QIs, in ``qi`` order.
-    hierarchies : list of Hierarchy
-        Taxonomy tree of each categorical QI.
-    leaf : numpy.ndarray
-        ``(n, q)`` leaf codes (rows of the hierarchy's table).
-    anc : list of numpy.ndarray
-        Per categorical QI, ``(n_leaves, levels)`` code of every leaf's ancestor at each
-        level; a root level is appended when the hierarchy's top level has several labels.
-    tree_height : numpy.ndarray
-        ``H(T)`` of each categorical QI (``levels - 1`` of ``anc``).
-    """
-
-    n: int
-    numeric: list[str]
-    x: np.ndarray
-    span: np.ndarray
-    integral: np.ndarray
-    categorical: list[str]
-    hierarchies: list[Hierarchy]
-    leaf: np.ndarray
-    anc: list[np.ndarray]
-    tree_height: np.ndarray
-
-    @property
-    def n_attributes(self) -> int:
-        return len(self.numeric) + len(self.categorical)
-
-    def record_anc(self, j: int) -> np.ndarray:
-        """``(n, levels)`` ancestor codes of every record for categorical QI ``j``."""
-        return self.anc[j][self.leaf[:, j]]
-
-    def node_label(self, j: int, level: int, code: int) -> str:
-        """Label of the node ``code`` at ``level`` of categorical QI ``j``'s taxonomy."""
-        h = self.hierarchies[j]
-        if level >= h.height:  # appended root
-            return "*"
-        return str(h.labels(level)[code])
-
-    def node_leaves(self, j: int, levels: np.ndarray, codes: np.ndarray) -> np.ndarray:
-        """Number of leaves under each node ``(levels[i], codes[i])`` of QI ``j``."""
-        h = self.hierarchies[j]
-        out = np.empty(len(levels), dtype=np.int64)
-        for level in np.unique(levels):
-            sel = levels == level
-            if level >= h.height:
-                out[sel] = len(h.values)
-            else:
-                out[sel] = h.leaf_counts(int(level))[codes[sel]]
-        return out
-
-
-def _ancestors(h: Hierarchy) -> np.ndarray:
-    anc = np.stack([h.level_map(level) for level in range(h.height)], axis=1)
-    if len(h.labels(h.height - 1)) > 1:
-        anc = np.concatenate([anc, np.zeros((anc.shape[0], 1), dtype=np.int64)], axis=1)
-    return anc.astype(np.int64)
-
-
-def encode_qi(
-    table: pd.DataFrame,
-    qi: Sequence[str],
-    hierarchies: Mapping[str, Hierarchy] | None = None,
-) -> QISpace:
-    """Encode the quasi-identifiers of ``table``: numeric columns as floats, the others
-    as leaf codes of their taxonomy (``hierarchies[col]``, else the flat one).
-
-    Raises :class:`ConfigError` for unknown columns, missing values, or values missing
-    from a hierarchy.
-    """
-    qi = list(qi)
-    if not qi:
-        raise ConfigError("give at least one quasi-identifier")
-    missing = [c for c in qi if c not in table.columns]
-    if missing:
-        raise ConfigError(f"quasi-identifier column(s) not in the table: {missing}")
-    if len(set(qi)) != len(qi):
-        raise ConfigError(f"quasi-identifiers listed twice: {qi}")
-    hierarchies = dict(hierarchies or {})
-    n = len(table)
-    numeric: list[str] = []
-    cols: list[np.ndarray] = []
-    categorical: list[str] = []
-    hs: list[Hierarchy] = []
-    leaves: list[np.ndarray] = []
-    for c in qi:
-        s = table[c]
-        if s.isna().any():
-            raise ConfigError(f"quasi-identifier {c!r} has missing values")
-        if is_numeric_column(s):
-            numeric.append(c)
-            cols.append(s.to_numpy(dtype=float))
-        else:
-            h = hierarchies.get(c)
-            if h is None:
-                h = flat_hierarchy(s, attribute=c)
-            categorical.append(c)
-            hs.append(h)
-            codes, uniques = pd.factorize(s, sort=False)  # look up distinct values only
-            leaves.append(h.leaf_codes(pd.Series(uniques))[codes])
-    x = np.stack(cols, axis=1) if cols else np.zeros((n, 0))
-    span = x.max(axis=0) - x.min(axis=0) if (n and cols) else np.zeros(len(cols))
-    integral = np.array([bool(np.all(col == np.round(col))) for col in cols], dtype=bool)
-    leaf = np.stack(leaves, axis=1) if leaves else np.zeros((n, 0), dtype=np.int64)
-    anc = [_ancestors(h) for h in hs]
-    tree_height = np.array([a.shape[1] - 1 for a in anc], dtype=np.int64)
-    return QISpace(
-        n=n,
-        numeric=numeric,
-        x=x,
-        span=span.astype(float),
-        integral=integral,
-        categorical=categorical,
-        hierarchies=hs,
-        leaf=leaf,
-        anc=anc,
-        tree_height=tree_height,
-    )
-
-
-# -- per-class summaries ----------------------------------------------------------------
-
-
-@dataclass
-class ClassSummary:
-    """Per-class statistics of a clustering (classes numbered ``0..g-1``).
-
-    ``lo``, ``hi``, ``mean``: ``(g, p)`` numeric ranges and means; ``level``, ``code``:
-    ``(g, q)`` lowest common ancestor of each class's values in each taxonomy.
-    """
-
-    sizes: np.ndarray
-    lo: np.ndarray
-    hi: np.ndarray
-    mean: np.ndarray
-    level: np.ndarray
-    code: np.ndarray
-
-
-def summarize_classes(space: QISpace, labels: np.ndarray) -> ClassSummary:
-    """Ranges, means and lowest common ancestors of every class, vectorized."""
-    labels = np.asarray(labels, dtype=np.int64)
-    order = np.argsort(labels, kind="stable")
-    sl = labels[order]
-    starts = np.flatnonzero(np.r_[True, sl[1:] != sl[:-1]]) if len(sl) else np.zeros(0, int)
-    g = len(starts)
-    if g and not np.array_equal(sl[starts], np.arange(g)):
-        raise ValueError("class labels must be 0..g-1 with every class non-empty")
-    sizes = np.diff(np.r_[starts, len(sl)])
-    if space.x.shape[1] and g:
-        xs = space.x[order]
-        lo = np.minimum.reduceat(xs, starts, axis=0)
-        hi = np.maximum.reduceat(xs, starts, axis=0)
-        mean = np.add.reduceat(xs, starts, axis=0) / sizes[:, None]
-    else:
-        lo = hi = mean = np.zeros((g, space.x.shape[1]))
-    q = len(space.categorical)
-    level = np.zeros((g, q), dtype=np.int64)
-    code = np.zeros((g, q), dtype=np.int64)
-    for j in range(q):
-        a = space.record_anc(j)[order]
-        if not g:
-            continue
-        same = np.minimum.reduceat(a, starts, axis=0) == np.maximum.reduceat(a, starts, axis=0)
-        lv = np.argmax(same, axis=1)  # the top level is always a single root
-        level[:, j] = lv
-        code[:, j] = a[starts, lv]
-    return ClassSummary(sizes=sizes, lo=lo, hi=hi, mean=mean, level=level, code=code)
-
-
-def _class_d(space: QISpace, s: ClassSummary) -> np.ndarray:
-    """Byun's D(e) of every class."""
-    d = np.zeros(len(s.sizes))
-    if space.x.shape[1]:
-        span = np.where(space.span > 0, space.span, 1.0)
-        d += ((s.hi - s.lo) / span).sum(axis=1)
-    if len(space.categorical):
-        d += (s.level / space.tree_height).sum(axis=1)
-    return d
-
-
-def ncp(space: QISpace, labels: np.ndarray, *, summary: ClassSummary | None = None) -> float:
-    """Normalized certainty penalty of a clustering whose classes are generalized to
-    their ranges / lowest common ancestors, in [0, 1].
-
-    NCP (Xu et al. 2006) charges a record ``(hi - lo) / |N_i|`` on a numeric attribute and
-    ``|leaves(u)| / |D|`` on a categorical one generalized to node ``u`` (0 when ``u``
-    covers a single value), averaged over records and attributes.
-    """
-    s = summary if summary is not None else summarize_classes(space, labels)
-    total = 0.0
-    if space.x.shape[1]:
-        span = np.where(space.span > 0, space.span, 1.0)
-        total += float((s.sizes[:, None] * (s.hi - s.lo) / span).sum())
-    for j in range(len(space.categorical)):
-        cnt = space.node_leaves(j, s.level[:, j], s.code[:, j])
-        domain = len(space.hierarchies[j].values)
-        pen = np.where(cnt > 1, cnt / domain, 0.0)
-        total += float((s.sizes * pen).sum())
-    denom = space.n * space.n_attributes
-    return total / denom if denom else 0.0
 
 
 class ByunInformationLoss:
@@ -380,198 +166,6 @@ def _record_distances(space: QISpace, i: int, others: np.ndarray) -> np.ndarray:
         lca = (anc != anc[space.leaf[i, j]]).sum(axis=1)  # first common level, per leaf
         d += lca[space.leaf[others, j]] / space.tree_height[j]
     return d
-
-
-# -- the generalized release ------------------------------------------------------------
-
-
-def _fmt_number(v: float, integral: bool) -> str:
-    if integral:
-        return str(round(float(v)))
-    return repr(float(v))
-
-
-def generalized_frame(
-    table: pd.DataFrame,
-    space: QISpace,
-    labels: np.ndarray,
-    summary: ClassSummary,
-    *,
-    report: str = "ranges",
-) -> pd.DataFrame:
-    """``table`` with each QI replaced by its class's generalization.
-
-    Numeric QIs become ``"[lo-hi]"`` (``report='ranges'``) or the class mean
-    (``report='averages'``, Aggarwal 2015, §20.3.1.3); categorical QIs become the label
-    of the lowest common ancestor of the class's values in their taxonomy.
-    """
-    if report not in ("ranges", "averages"):
-        raise ConfigError(f"report must be 'ranges' or 'averages', not {report!r}")
-    out = table.copy()
-    g = len(summary.sizes)
-    for i, c in enumerate(space.numeric):
-        if report == "averages":
-            out[c] = summary.mean[labels, i]
-        else:
-            integral = bool(space.integral[i])
-            text = np.array(
-                [
-                    f"[{_fmt_number(lo, integral)}-{_fmt_number(hi, integral)}]"
-                    for lo, hi in zip(summary.lo[:, i], summary.hi[:, i], strict=True)
-                ],
-                dtype=object,
-            )
-            out[c] = text[labels] if g else np.zeros(0, dtype=object)
-    for j, c in enumerate(space.categorical):
-        h = space.hierarchies[j]
-        levels, codes = summary.level[:, j], summary.code[:, j]
-        text = np.empty(g, dtype=object)
-        for level in np.unique(levels):
-            sel = levels == level
-            text[sel] = "*" if level >= h.height else h.labels(int(level))[codes[sel]]
-        out[c] = text[labels] if g else np.zeros(0, dtype=object)
-    return out
-
-
-def canonical_labels(frame: pd.DataFrame, qi: Sequence[str]) -> np.ndarray:
-    """Class id of every row of a released table: one class per distinct QI tuple
-    (two clusters released with identical values form one equivalence class)."""
-    if len(frame) == 0:
-        return np.zeros(0, dtype=np.int64)
-    codes = frame.groupby(list(qi), sort=True, dropna=False).ngroup()
-    return codes.to_numpy(dtype=np.int64)
-
-
-# -- privacy models ---------------------------------------------------------------------
-
-
-@dataclass
-class ModelCheck:
-    """A privacy model prepared on the table's sensitive column, checking classes."""
-
-    model: Any
-    codes: np.ndarray  # sensitive code of every row (zeros without a sensitive attribute)
-    d: int
-    min_size: int
-
-    def counts(self, labels: np.ndarray, g: int) -> np.ndarray:
-        """``(g, d)`` counts of each sensitive code in each class."""
-        flat = np.bincount(labels * self.d + self.codes, minlength=g * self.d)
-        return flat.reshape(g, self.d)
-
-    def ok(self, counts: np.ndarray) -> np.ndarray:
-        """Which classes (rows of ``counts``) satisfy the model."""
-        counts = np.atleast_2d(counts)
-        return np.asarray(self.model.check_classes(counts), dtype=bool)
-
-    def ok_rows(self, rows: np.ndarray) -> bool:
-        """Whether the class made of table rows ``rows`` satisfies the model."""
-        if len(rows) < self.min_size:
-            return False
-        cnt = np.bincount(self.codes[rows], minlength=self.d)
-        return bool(self.ok(cnt[None, :])[0])
-
-
-def prepare_model(
-    model: Any,
-    table: pd.DataFrame,
-    *,
-    sensitive: str | None,
-    hierarchies: Mapping[str, Hierarchy] | None = None,
-) -> ModelCheck:
-    """Prepare ``model`` (a ``PrivacyModel`` or ``ModelSet``) on the sensitive column and
-    check that the whole table satisfies it (else no partition can)."""
-    needs = bool(getattr(model, "needs_sensitive", False))
-    if sensitive is None:
-        if needs:
-            raise ConfigError("this privacy model needs a sensitive attribute (sensitive=...)")
-        codes = np.zeros(len(table), dtype=np.int64)
-        d = 1
-        domain: list[str] = []
-    else:
-        if sensitive not in table.columns:
-            raise ConfigError(f"sensitive column {sensitive!r} not in the table")
-        s = table[sensitive]
-        if s.isna().any():
-            raise ConfigError(f"sensitive attribute {sensitive!r} has missing values")
-        raw, uniques = pd.factorize(s, sort=True)
-        codes = raw.astype(np.int64)
-        d = max(len(uniques), 1)
-        domain = [str(u) for u in as_labels(pd.Series(uniques))]
-    h = (hierarchies or {}).get(sensitive) if sensitive is not None else None
-    prepared = model.prepare(codes, domain, hierarchy=h) if hasattr(model, "prepare") else None
-    if prepared is not None and hasattr(prepared, "check_classes"):
-        model = prepared
-    check = ModelCheck(
-        model=model, codes=codes, d=d, min_size=max(int(getattr(model, "min_class_size", 1)), 1)
-    )
-    if len(table) == 0:
-        raise ConfigError("the table is empty")
-    if not check.ok_rows(np.arange(len(table))):
-        raise ConfigError(
-            "the whole table does not satisfy the privacy model, so no grouping can "
-            f"(rows: {len(table)}, minimum class size: {check.min_size})"
-        )
-    return check
-
-
-def merge_until_valid(
-    labels: np.ndarray,
-    check: ModelCheck,
-    cost: Callable[[int, np.ndarray], np.ndarray],
-    merge: Callable[[int, int], None],
-) -> tuple[np.ndarray, int]:
-    """Merge every class that violates the model into its cheapest neighbour until all
-    classes pass (l-diversity and t-closeness for clustering anonymizers).
-
-    ``cost(i, alive)`` gives the cost of merging class ``i`` into each class (an array
-    over all class ids; entries for dead classes are ignored); ``merge(i, j)`` tells the
-    caller that ``j`` absorbed ``i``. The smallest violating class is merged first. By
-    the monotonicity lemmas of Aggarwal 2015 (20.3.1-20.3.4) a union of classes keeps the
-    properties its parts had, and the whole table passes (checked up front), so the loop
-    ends. Returns the new labels (``0..g'-1``) and the number of merges.
-    """
-    labels = np.asarray(labels, dtype=np.int64)
-    g = int(labels.max()) + 1 if len(labels) else 0
-    counts = check.counts(labels, g)
-    ok = check.ok(counts) & (counts.sum(axis=1) >= check.min_size)
-    alive = np.ones(g, dtype=bool)
-    parent = np.arange(g)
-    merges = 0
-    while True:
-        bad = np.flatnonzero(alive & ~ok)
-        if bad.size == 0:
-            break
-        if alive.sum() <= 1:
-            raise ConfigError("the whole table does not satisfy the privacy model")
-        i = int(bad[np.argmin(counts[bad].sum(axis=1))])
-        c = np.asarray(cost(i, alive), dtype=float).copy()
-        c[~alive] = np.inf
-        c[i] = np.inf
-        j = int(np.argmin(c))
-        merge(i, j)
-        counts[j] += counts[i]
-        alive[i] = False
-        parent[i] = j
-        ok[j] = bool(check.ok(counts[j : j + 1])[0]) and counts[j].sum() >= check.min_size
-        merges += 1
-    # resolve chains i -> j -> ... to the surviving class
-    while True:
-        nxt = parent[parent]
-        if np.array_equal(nxt, parent):
-            break
-        parent = nxt
-    _, new = np.unique(parent[labels], return_inverse=True)
-    return new.astype(np.int64), merges
-
-
-def check_release_classes(check: ModelCheck, labels: np.ndarray) -> bool:
-    """Whether every class of ``labels`` satisfies the model (used as a final guard)."""
-    if len(labels) == 0:
-        return True
-    g = int(labels.max()) + 1
-    counts = check.counts(labels, g)
-    return bool(np.all(check.ok(counts) & (counts.sum(axis=1) >= check.min_size)))
 
 
 # -- greedy k-member clustering ---------------------------------------------------------
@@ -727,35 +321,6 @@ def greedy_k_member_clustering(
     return labels
 
 
-def encode_subset(space: QISpace, rows: np.ndarray) -> QISpace:
-    """The rows ``rows`` of ``space`` (same domains, spans and taxonomies)."""
-    return QISpace(
-        n=len(rows),
-        numeric=space.numeric,
-        x=space.x[rows],
-        span=space.span,
-        integral=space.integral,
-        categorical=space.categorical,
-        hierarchies=space.hierarchies,
-        leaf=space.leaf[rows],
-        anc=space.anc,
-        tree_height=space.tree_height,
-    )
-
-
-def clustering_metrics(
-    space: QISpace, labels: np.ndarray, summary: ClassSummary
-) -> dict[str, float]:
-    """Byun's total IL, its per-record-per-attribute average and NCP of a clustering."""
-    il = float((summary.sizes * _class_d(space, summary)).sum())
-    denom = max(space.n * space.n_attributes, 1)
-    return {
-        "byun_il": il,
-        "byun_il_per_record_attribute": il / denom,
-        "ncp": ncp(space, labels, summary=summary),
-    }
-
-
 def k_member(
     table: pd.DataFrame,
     *,
@@ -842,75 +407,3 @@ def k_member(
         t0=t0,
         info={"k": k, "merges": merges},
     )
-
-
-def finish_release(
-    table: pd.DataFrame,
-    space: QISpace,
-    labels: np.ndarray,
-    check: ModelCheck,
-    *,
-    algorithm: str,
-    qi: Sequence[str],
-    sensitive: str | None,
-    rng: RandomSource,
-    t0: float,
-    report: str = "ranges",
-    info: dict[str, Any] | None = None,
-    extra_metrics: dict[str, float] | None = None,
-) -> Release:
-    """Generalize ``table`` by the clustering ``labels``, verify the model on the
-    released classes, compute the metrics and build the shuffled :class:`Release`."""
-    summary = summarize_classes(space, labels)
-    out = generalized_frame(table, space, labels, summary, report=report)
-    released = canonical_labels(out, qi)
-    if not check_release_classes(check, released):  # pragma: no cover - a bug guard
-        raise RuntimeError(f"{algorithm}: released classes violate the privacy model")
-    metrics = clustering_metrics(space, labels, summary)
-    metrics.update(extra_metrics or {})
-    metrics["suppression_rate"] = 0.0
-    metrics["n_classes"] = float(released.max() + 1 if len(released) else 0)
-    full_info: dict[str, Any] = {"n_groups": len(summary.sizes)}
-    full_info.update(info or {})
-    return build_release(
-        table,
-        {c: out[c].to_numpy() for c in qi},
-        released,
-        algorithm=algorithm,
-        qi=qi,
-        sensitive=sensitive,
-        rng=rng,
-        t0=t0,
-        info=full_info,
-        metrics=metrics,
-    )
-
-
-def build_release(
-    table: pd.DataFrame,
-    released_values: Mapping[str, np.ndarray],
-    class_ids: np.ndarray,
-    *,
-    algorithm: str,
-    qi: Sequence[str],
-    sensitive: str | None,
-    rng: RandomSource,
-    t0: float,
-    info: dict[str, Any],
-    metrics: dict[str, float],
-) -> Release:
-    """Shuffle the released rows into a :class:`~ppdm.anonymize.release.Release` and
-    record the runtime (``info['runtime_s']``, measured from ``t0``)."""
-    release = make_release(
-        table,
-        qi=qi,
-        released_values=released_values,
-        class_ids=class_ids,
-        algorithm=algorithm,
-        sensitive=sensitive,
-        info=info,
-        metrics=metrics,
-        rng=rng,
-    )
-    release.info["runtime_s"] = time.perf_counter() - t0
-    return release

@@ -42,15 +42,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ppdm.anonymize.hierarchy import Hierarchy, as_labels
-from ppdm.anonymize.kmember import (
+from ppdm.anonymize.cluster_release import (
     build_release,
     canonical_labels,
     check_release_classes,
-    is_numeric_column,
     merge_until_valid,
     prepare_model,
 )
+from ppdm.anonymize.hierarchy import Hierarchy, as_labels
+from ppdm.anonymize.qi_space import is_numeric_column
 from ppdm.anonymize.release import Release
 from ppdm.errors import ConfigError
 from ppdm.progress import Progress, progress_task

@@ -45,14 +45,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ppdm.anonymize.cluster_release import ModelCheck, finish_release, prepare_model
 from ppdm.anonymize.hierarchy import Hierarchy
-from ppdm.anonymize.kmember import (
-    ModelCheck,
-    QISpace,
-    encode_qi,
-    finish_release,
-    prepare_model,
-)
+from ppdm.anonymize.qi_space import QISpace, encode_qi
 from ppdm.anonymize.release import Release
 from ppdm.errors import ConfigError
 from ppdm.progress import Progress, progress_task

@@ -83,7 +83,9 @@ def plot_job_costs(doc: dict[str, Any], path: str | Path, *, title: str | None =
         own = party_seconds(rec)
         caps[party] = min(own, wall) if own > 0 and wall > 0 else (own or wall)
     steps, per, depth = group_steps(steps, per, wall_times=caps)
-    import matplotlib
+    from ppdm.extras import require
+
+    matplotlib = require("matplotlib", "plot", "--plot")
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

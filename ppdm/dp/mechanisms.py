@@ -162,7 +162,9 @@ def _discrete_gaussian_delta_bound(s: float, epsilon: float, d: int) -> float:
     ``int_m f + f(m) / 2 <= T(m) <= int_{m - 1/2} f``; elsewhere
     ``int_m f <= T(m) <= f(m) + int_m f``. ``Z >= s sqrt(2 pi)`` by Poisson summation.
     """
-    from scipy.stats import norm
+    from ppdm.extras import require
+
+    norm = require("scipy.stats", "stats", "the Gaussian mechanism's calibration").norm
 
     root = s * math.sqrt(2 * math.pi)
 

@@ -41,11 +41,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
+from ppdm.extras import require
 from ppdm.hiding.border import revised_positive_border
 from ppdm.hiding.problem import HidingError, Workspace
 from ppdm.hiding.solvers import MilpProblem, MilpSolver, get_solver
+
+sp = require("scipy.sparse", "hiding", "ppdm.hiding")
 
 __all__ = ["ExactTooLarge", "build_program", "hide_exact"]
 

@@ -14,12 +14,17 @@ Another solver (CBC through PuLP, a commercial one) only needs a ``solve`` metho
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol, cast
+from typing import TYPE_CHECKING, Literal, Protocol, cast
 
 import numpy as np
-import scipy.sparse as sp
 
 from ppdm.errors import ConfigError
+from ppdm.extras import require
+
+if TYPE_CHECKING:
+    from scipy.sparse import csr_matrix
+
+sp = require("scipy.sparse", "hiding", "ppdm.hiding")
 
 __all__ = [
     "HighspySolver",
@@ -38,7 +43,7 @@ class MilpProblem:
     """A MILP in the form of the module docstring (``A`` is a scipy sparse matrix)."""
 
     c: np.ndarray
-    A: sp.csr_matrix
+    A: csr_matrix
     row_lower: np.ndarray
     row_upper: np.ndarray
     col_lower: np.ndarray
@@ -114,7 +119,7 @@ class HighspySolver:
     name = "highspy"
 
     def solve(self, problem: MilpProblem, *, time_limit: float | None = None) -> MilpSolution:
-        import highspy
+        highspy = require("highspy", "hiding", "the exact rule hiding (HiGHS)")
 
         h = highspy.Highs()
         h.setOptionValue("output_flag", False)

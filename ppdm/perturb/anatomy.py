@@ -30,11 +30,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import sparse
 
 from ppdm.errors import ConfigError
+from ppdm.extras import require
 from ppdm.perturb._table import MAX_CELLS, encode
 from ppdm.randomness import RandomSource, make_rng
+
+sparse = require("scipy.sparse", "stats", "ppdm.perturb")
 
 __all__ = [
     "AnatomyRelease",

@@ -357,7 +357,9 @@ def _plot(frame: pd.DataFrame, path: Path, *, title: str) -> None:
     """Eight panels: the seven measures of :data:`_PLOTTED` against the parameter (one
     line per method; log scales named in the axis label; integer ticks for integer
     parameters) and the privacy-utility view, maximum risk against the KL distance."""
-    import matplotlib
+    from ppdm.extras import require
+
+    matplotlib = require("matplotlib", "plot", "the plot of ppdm evaluate")
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

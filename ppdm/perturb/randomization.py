@@ -32,10 +32,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import special, stats
 
+from ppdm.extras import require
 from ppdm.progress import Progress, progress_task
 from ppdm.randomness import RandomSource, make_rng
+
+special = require("scipy.special", "stats", "ppdm.perturb")
+stats = require("scipy.stats", "stats", "ppdm.perturb")
 
 __all__ = [
     "NaiveBayesModel",

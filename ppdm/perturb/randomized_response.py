@@ -49,11 +49,13 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
-from scipy import optimize
 
 from ppdm.errors import ConfigError
+from ppdm.extras import require
 from ppdm.perturb._table import Encoded, contingency, encode
 from ppdm.randomness import RandomSource, make_rng
+
+optimize = require("scipy.optimize", "stats", "ppdm.perturb")
 
 __all__ = [
     "RRParameters",

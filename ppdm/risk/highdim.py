@@ -28,9 +28,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
+from ppdm.extras import require
 from ppdm.randomness import RandomSource, make_rng
+
+stats = require("scipy.stats", "stats", "ppdm.risk")
 
 __all__ = [
     "ReidentificationSimulation",

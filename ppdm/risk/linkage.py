@@ -23,13 +23,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from scipy import sparse
 
 from ppdm.errors import ConfigError
+from ppdm.extras import require
 from ppdm.risk.matching import Hierarchies, as_frame_labels, cover_matrix
+
+if TYPE_CHECKING:
+    from scipy.sparse import csr_matrix
+
+sparse = require("scipy.sparse", "stats", "ppdm.risk")
 
 __all__ = ["LinkageResult", "class_matches", "linkage_attack"]
 
@@ -50,7 +56,7 @@ def class_matches(
     public_groups: pd.DataFrame,
     *,
     hierarchies: Hierarchies | None = None,
-) -> sparse.csr_matrix:
+) -> csr_matrix:
     """Sparse boolean matrix: release class ``c`` is compatible with public group ``g``.
 
     Both frames hold one distinct quasi-identifier tuple per row, in the same column
@@ -107,7 +113,7 @@ class LinkageResult:
     records: pd.DataFrame
     individuals: pd.DataFrame
     sensitive_distribution: pd.DataFrame | None
-    _match: sparse.csr_matrix
+    _match: csr_matrix
     _release_codes: np.ndarray
     _public_codes: np.ndarray
 

@@ -14,22 +14,30 @@ part of it. A two-party sum *is* the other party's input; a dot product with a v
 powers of two *is* the other party's 0/1 vector; starting centres placed on a grid over
 another party's column make the revealed cluster labels quantise it. The profiles make
 these choices visible to the policy.
+
+The statement's types and its completeness check are :mod:`~ppdm.service.statement`, the
+identity and version of the inputs a job reads :mod:`~ppdm.service.input_versions`; their
+public names are importable from here.
 """
 
 from __future__ import annotations
 
 import csv
-import hashlib
-import json
 import math
-import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from ppdm.errors import ConfigError
 from ppdm.jobs.registry import PartyContext
+from ppdm.service.input_versions import _source_entry, input_identity, input_version
+from ppdm.service.statement import (
+    AUDIT_KINDS,
+    OUTPUT_KINDS,
+    Disclosure,
+    Output,
+    incomplete_statement,
+)
 
 __all__ = [
     "AUDIT_KINDS",
@@ -79,189 +87,6 @@ _AT_LEAST = {
     ("assoc", "fake_ratio"),
     ("intersection-cardinality", "fake_ratio"),
 }
-
-#: The kinds of output a disclosure statement names (docs/governance.md, "What a job
-#: discloses"): ``records`` -- raw records or single values of one record (a starting
-#: centre placed on a record, a per-record label); ``aggregate`` -- a value over many
-#: records (a support count, a centre and its size, a sum), with the fewest records each
-#: covers; ``linear`` -- a linear query whose coefficients another party chooses (a
-#: vertical support count over another party's columns, a dot product, an intersection
-#: count over another party's set); ``membership`` -- set-membership answers (a union, an
-#: intersection of ids), with the bounds on the sets involved.
-OUTPUT_KINDS = ("records", "aggregate", "linear", "membership")
-
-#: What the cross-job audit tracks for a job's input (:mod:`ppdm.service.disclosure`).
-AUDIT_KINDS = ("sum", "dot", "union", "probe", "dp")
-
-
-@dataclass(frozen=True)
-class Output:
-    """One thing a job's output reveals about this party's data.
-
-    Attributes
-    ----------
-    kind
-        One of :data:`OUTPUT_KINDS`.
-    what
-        The output in words.
-    unit
-        ``"records"`` (values over this party's records or transactions) or ``"inputs"``
-        (one private value per party: a sum of the parties' inputs).
-    covers
-        ``aggregate``: the fewest pooled records behind any released value that the job
-        *enforces* before it releases it (``None``: nothing enforced).
-    colluder_safe
-        ``aggregate``: how many other parties ``covers`` holds without: no released value
-        rests on fewer than ``covers`` records once any coalition of that many members
-        removes its own (0: only the pooled count is bounded).
-    party_covers
-        ``aggregate``: the fewest of *this* party's records behind a released value it
-        contributes to (a job-enforced floor; ``None``: none).
-    chosen_by
-        ``linear``/``membership``: the other parties who choose the query's coefficients
-        or the set this party's data is tested against.
-    protection
-        ``linear``: ``"exact"`` (exact answers) or ``"dp"`` (each count carries this
-        party's own calibrated noise).
-    epsilon
-        ``dp``: the privacy loss the job charges to this party's data set.
-    set_ratio
-        ``membership``: the largest size of another party's set, as a multiple of this
-        party's, that the job lets run (``None``: unbounded).
-    min_set
-        ``membership``: the fewest items a set, and a released intersection, must have.
-    """
-
-    kind: str
-    what: str
-    unit: str = "records"
-    covers: int | None = None
-    colluder_safe: int = 0
-    party_covers: int | None = None
-    chosen_by: tuple[str, ...] = ()
-    protection: str = "exact"
-    epsilon: float | None = None
-    set_ratio: float | None = None
-    min_set: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.kind not in OUTPUT_KINDS:
-            raise ValueError(f"unknown output kind {self.kind!r}")
-
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "what": self.what}
-        for name in (
-            "unit",
-            "covers",
-            "colluder_safe",
-            "party_covers",
-            "chosen_by",
-            "protection",
-            "epsilon",
-            "set_ratio",
-            "min_set",
-        ):
-            value = getattr(self, name)
-            default = Output.__dataclass_fields__[name].default
-            if value != default:
-                out[name] = list(value) if isinstance(value, tuple) else value
-        return out
-
-
-@dataclass(frozen=True)
-class Disclosure:
-    """What this party would disclose in one job: its *disclosure statement*.
-
-    Attributes
-    ----------
-    reads
-        The private inputs and data sets the job reads at this party (``"inputs.KEY"``,
-        ``"data.KEY"``); empty when it works on generated (public) data only.
-    participants
-        The parties whose data the output combines with this party's (the job's party
-        set, or fewer: a dot product runs between two of them).
-    outputs
-        Every output and what it reveals about this party's data (:class:`Output`); a
-        job on private data without outputs is refused.
-    aggregate
-        What the cross-job audit tracks on ``audit_key`` (one of :data:`AUDIT_KINDS`,
-        ``None``: nothing to track): ``"sum"`` a sum over the participants' inputs,
-        ``"dot"`` a dot product another party chose the coefficients of, ``"union"`` a
-        union of the participants' sets, ``"probe"`` a membership test of this party's
-        ids, ``"dp"`` noisy linear answers charged to the data set's privacy budget.
-    audit_key
-        The input the audit tracks (one of ``reads``).
-    changed
-        Disclosure-relevant parameters at values that disclose more than the default.
-    columns
-        Every column of a table the job reads at this party, id columns and join keys
-        included (``None``: not a table job, or every column of the table).
-    own_centre_columns
-        This party's columns that explicit starting centres are given for.
-    record_count
-        What the job reveals of this party's number of records or set size:
-        ``"private"``, ``"pooled"`` (only a total over the parties) or ``"revealed"``.
-    leakage
-        The declared leakage, in words.
-    """
-
-    reads: tuple[str, ...]
-    participants: tuple[str, ...]
-    aggregate: str | None = None
-    audit_key: str | None = None
-    changed: Mapping[str, Any] = field(default_factory=dict)
-    columns: tuple[str, ...] | None = None
-    own_centre_columns: tuple[str, ...] = ()
-    leakage: str = ""
-    outputs: tuple[Output, ...] = ()
-    record_count: str = "private"
-
-    @property
-    def private(self) -> bool:
-        return bool(self.reads)
-
-    @property
-    def epsilon(self) -> float:
-        """The privacy loss this job charges to the audited data set (``dp`` outputs)."""
-        return float(sum(o.epsilon or 0.0 for o in self.outputs if o.protection == "dp"))
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "reads": list(self.reads),
-            "participants": list(self.participants),
-            "outputs": [o.as_dict() for o in self.outputs],
-            "aggregate": self.aggregate,
-            "audit_key": self.audit_key,
-            "changed": dict(self.changed),
-            "columns": list(self.columns) if self.columns is not None else None,
-            "own_centre_columns": list(self.own_centre_columns),
-            "record_count": self.record_count,
-            "leakage": self.leakage,
-        }
-
-    def describe(self) -> str:
-        """The statement in words, for ``ppdm job pending`` and ``ppdm policy check``."""
-        parts = []
-        for o in self.outputs:
-            text = f"{o.kind}: {o.what}"
-            if o.kind == "aggregate" and o.unit == "records":
-                text += f" (each over at least {o.covers or 0} records"
-                if o.colluder_safe:
-                    text += f", also without any {o.colluder_safe} other parties'"
-                if o.party_covers:
-                    text += f"; at least {o.party_covers} of this party's where it contributes"
-                text += ")"
-            if o.chosen_by:
-                text += f"; chosen by {', '.join(o.chosen_by)}"
-            if o.kind == "linear":
-                text += f"; {o.protection}" + (
-                    f" with epsilon {o.epsilon:g}" if o.epsilon is not None else ""
-                )
-            parts.append(text)
-        if self.columns is not None:
-            parts.append("columns read: " + (", ".join(self.columns) or "none"))
-        parts.append(f"record count: {self.record_count}")
-        return "; ".join(parts)
 
 
 DisclosureFn = Callable[[Mapping[str, Any], Sequence[str], str, PartyContext], Disclosure]
@@ -630,13 +455,6 @@ def _assoc(
     )
 
 
-def _source_entry(ctx: PartyContext, key: str) -> bool:
-    """Whether ``[data] key`` is a source table (``kind = "parquet"``/``"sql"``/...,
-    :mod:`ppdm.sources`) rather than a file path."""
-    data = ctx.settings.get("data", {})
-    return isinstance(data, Mapping) and isinstance(data.get(key), Mapping)
-
-
 def _read_header(ctx: PartyContext, key: str, sep: str) -> list[str]:
     if _source_entry(ctx, key):
         from ppdm.sources import source_columns
@@ -842,87 +660,9 @@ def profile_names() -> list[str]:
     return sorted(_PROFILES)
 
 
-def incomplete_statement(disclosure: Disclosure) -> str | None:
-    """Why a statement is incomplete (``None``: complete). A statement on private data
-    names at least one output, names who chooses every linear query, and gives the
-    privacy loss of every noisy one."""
-    if not disclosure.private:
-        return None
-    if not disclosure.outputs:
-        return "it names no output"
-    for o in disclosure.outputs:
-        if o.kind == "linear" and not o.chosen_by:
-            return "a linear output does not name who chooses its coefficients"
-        if o.protection == "dp" and (o.epsilon is None or not o.epsilon > 0):
-            return "a noisy output does not name its privacy loss"
-        if o.kind == "aggregate" and o.unit == "records" and o.covers is None:
-            return "an aggregate does not name how many records it covers"
-    if disclosure.aggregate is not None and disclosure.aggregate not in AUDIT_KINDS:
-        return f"unknown audit kind {disclosure.aggregate!r}"
-    if disclosure.aggregate is not None and disclosure.audit_key not in disclosure.reads:
-        return "the audited input is not one the job reads"
-    return None
-
-
 def unprofiled_jobs() -> list[str]:
     """Registered jobs without a disclosure statement (must be empty: the node refuses
     them, and a test walks the registry)."""
     from ppdm.jobs.registry import job_names
 
     return [name for name in job_names() if name not in _PROFILES]
-
-
-# Input versions ---------------------------------------------------------------------------
-
-_file_digests: dict[tuple[str, int, int], str] = {}
-_digest_lock = threading.Lock()
-
-
-def input_version(ctx: PartyContext, key: str) -> str:
-    """A digest of this party's private input or data file ``key`` (``inputs.X`` or
-    ``data.X``): the disclosure audit keeps one history per version, so a changed input
-    starts afresh. File digests are cached by path, size and modification time."""
-    table, _, name = key.partition(".")
-    if table == "inputs":
-        value = ctx.private_input(name)
-        text = json.dumps(value, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()
-    if _source_entry(ctx, name):
-        from ppdm.sources import source_version
-
-        return source_version(ctx.settings.get("data"), name, base_dir=ctx.base_dir, party=ctx.name)
-    path = Path(ctx.data_path(name))
-    st = path.stat()
-    cache_key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
-    with _digest_lock:
-        hit = _file_digests.get(cache_key)
-    if hit is not None:
-        return hit
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    digest = h.hexdigest()
-    with _digest_lock:
-        _file_digests[cache_key] = digest
-    return digest
-
-
-def input_identity(ctx: PartyContext, key: str) -> str:
-    """What the disclosure audit follows for ``key`` (``inputs.X`` or ``data.X``): the
-    data, not the name a settings entry gives it. A data file is followed by its resolved
-    path, a source by its definition without credentials (kind, place, table or query),
-    a private input by its key. Histories are also joined across identities by content
-    (:func:`input_version`), so renaming an entry, or copying a file to a new path, keeps
-    its history; and a changed input keeps the answers on its earlier versions."""
-    table, _, name = key.partition(".")
-    if table == "inputs":
-        return f"inputs:{name}"
-    if _source_entry(ctx, name):
-        from ppdm.sources.config import parse_data_entry
-
-        spec = parse_data_entry(name, ctx.settings["data"][name], base_dir=ctx.base_dir)
-        if spec.kind == "sql":
-            return f"sql:{spec.url}:{spec.table or getattr(spec, 'query', '')}"
-        return f"{spec.kind}:{Path(spec.file_path).resolve()}"
-    return f"file:{Path(ctx.data_path(name)).resolve()}"

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ppdm.extras import require
 from ppdm.mining.itemsets import TransactionDB, support_counts
 from ppdm.mining.readers import from_row_labels
 
@@ -139,7 +140,7 @@ def pair_counts(db: TransactionDB, pairs: Sequence[tuple]) -> np.ndarray:
     """Support counts of 2-itemsets from the item co-occurrence matrix ``X^T X`` of the
     sparse transaction-by-item matrix ``X`` (cost: the sum over transactions of the
     squared length, instead of one bitset AND per pair)."""
-    import scipy.sparse as sp
+    sp = require("scipy.sparse", "stats", "counting the pairs of a streamed data set")
 
     out = np.zeros(len(pairs), dtype=np.int64)
     if not pairs or db.n_items == 0 or len(db.indices) == 0:

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ppdm.errors import ConfigError, SourceError
+from ppdm.extras import require
 from ppdm.mining.itemsets import TransactionDB
 from ppdm.mining.readers import read_basket_csv, read_fimi
 from ppdm.sources.base import DataSource, long_to_database
@@ -111,7 +112,8 @@ class _DuckDB:
     """One private DuckDB connection (in memory, capped, its own spill folder)."""
 
     def __init__(self) -> None:
-        import duckdb
+        duckdb = require("duckdb", "files", "reading CSV and Parquet data")
+        require("pyarrow", "files", "reading CSV and Parquet data")
 
         self.tmp = tempfile.mkdtemp(prefix="ppdm-duckdb-")
         os.chmod(self.tmp, 0o700)
@@ -343,7 +345,7 @@ _INT_TYPES: set[int] = set()
 
 
 def _init_int_types() -> None:
-    import pyarrow as pa
+    pa = require("pyarrow", "files", "reading Parquet data")
 
     for t in (pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32()):
         _INT_TYPES.add(t.id)

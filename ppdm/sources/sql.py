@@ -39,6 +39,7 @@ from urllib.parse import quote
 import numpy as np
 
 from ppdm.errors import ConfigError, SourceError
+from ppdm.extras import require
 from ppdm.mining.itemsets import TransactionDB
 from ppdm.sources.base import DataSource, long_to_database
 from ppdm.sources.config import SourceSpec, quote_identifier, resolve_password
@@ -90,7 +91,7 @@ class SqlSource(DataSource):
                 conn.set_progress_handler(self._sqlite_overdue, 10_000)
             self._conn = conn
             return conn
-        import psycopg
+        psycopg = require("psycopg", "sql", "a PostgreSQL source")
 
         self._password = resolve_password(spec)
         options: dict[str, Any] = {"connect_timeout": 15}

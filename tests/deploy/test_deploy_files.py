@@ -56,12 +56,15 @@ def test_image_builds_the_wheel_from_this_checkout_and_installs_it(stages) -> No
     # ... and what pyproject.toml needs besides (its readme): the wheel builds from these
     assert "README.md" in sources
     runs = [args for op, args in build if op == "RUN"]
-    assert any(re.search(r"\bpip wheel\b.*\s\.$", r) for r in runs), runs
+    # the checkout with the extras a node's sources need (README: the core and the extras)
+    assert any(re.search(r'\bpip wheel\b.*\s"\.\[\$\{PPDM_EXTRAS\}\]"$', r) for r in runs), runs
+    assert ("ARG", "PPDM_EXTRAS=files,sql") in build
     installs = [args for op, args in runtime if op == "RUN" and "pip install" in args]
     assert len(installs) == 1
     install = installs[0]
     assert "from=build" in install and "--no-index" in install
-    assert re.search(r"--find-links /wheels ppdm\b", install)
+    assert '--find-links /wheels "ppdm[${PPDM_EXTRAS}]"' in install
+    assert ("ARG", "PPDM_EXTRAS=files,sql") in runtime
     # nothing else of the build stage is copied into the runtime image
     assert not [a for op, a in runtime if op == "COPY" and "--from" in a]
 

@@ -31,11 +31,13 @@ def _declared_closure() -> set[str]:
     todo = [(Requirement(r), ()) for r in project["dependencies"]]
     todo += [(Requirement(r), ()) for r in project["optional-dependencies"]["dev"]]
     seen: set[str] = set()
+    visited: set[tuple[str, frozenset[str]]] = set()  # ppdm[all] after ppdm: new extras
     while todo:
         req, _ = todo.pop()
         name = canonicalize_name(req.name)
-        if name in seen:
+        if (name, frozenset(req.extras)) in visited:
             continue
+        visited.add((name, frozenset(req.extras)))
         seen.add(name)
         try:
             dist = importlib.metadata.distribution(name)

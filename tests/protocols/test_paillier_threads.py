@@ -6,8 +6,7 @@ from __future__ import annotations
 import gmpy2
 import pytest
 
-from ppdm.protocols.paillier import generate_keypair
-from ppdm.protocols.paillier import keys as keys_module
+from ppdm.protocols.paillier import comb, generate_keypair
 
 
 @pytest.fixture(scope="module")
@@ -18,8 +17,8 @@ def keypair():
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_threaded_batches_decrypt_and_never_repeat(keypair, monkeypatch, threads):
     pub, priv = keypair
-    monkeypatch.setattr(keys_module, "MASK_THREADS", threads)
-    monkeypatch.setattr(keys_module, "_mask_pool", None)
+    monkeypatch.setattr(comb, "MASK_THREADS", threads)
+    monkeypatch.setattr(comb, "_mask_pool", None)
     values = list(range(-100, 157))  # above MASK_THREAD_MIN: split among the threads
     cts = pub.encrypt_many(values)
     assert priv.decrypt_many(cts) == values
@@ -34,14 +33,14 @@ def test_threaded_batches_decrypt_and_never_repeat(keypair, monkeypatch, threads
 
 
 def test_split_keeps_order_and_count(monkeypatch):
-    monkeypatch.setattr(keys_module, "MASK_THREADS", 3)
-    monkeypatch.setattr(keys_module, "_mask_pool", None)
+    monkeypatch.setattr(comb, "MASK_THREADS", 3)
+    monkeypatch.setattr(comb, "_mask_pool", None)
     calls: list[int] = []
 
     def work(k: int) -> list[int]:
         calls.append(k)
         return list(range(k))
 
-    out = keys_module.threaded_batches(work, 200)
+    out = comb.threaded_batches(work, 200)
     assert len(out) == 200 and sorted(calls) == [66, 67, 67]
-    assert keys_module.threaded_batches(work, 10) == list(range(10))
+    assert comb.threaded_batches(work, 10) == list(range(10))

@@ -408,7 +408,7 @@ def test_the_online_check_compares_each_held_head_with_the_chain(roster, tmp_pat
     import grpc
 
     import ppdm.parties.grpc_net as grpc_net
-    import ppdm.service.ledger as ledger_mod
+    import ppdm.service.ledger_verify as ledger_mod
     from ppdm.service.ledger import head_to_proto, ledger_path, verify_online
 
     alice = roster["alice"]

@@ -3,6 +3,8 @@
 - :mod:`~ppdm.protocols.paillier.keys`: keys with ``g = n + 1``, DJN short-randomness
   encryption with fixed-base comb tables, CRT decryption, homomorphic operations, validation
   of peer ciphertexts, protobuf serialization, ``phe`` conversion.
+- :mod:`~ppdm.protocols.paillier.comb`: the fixed-base comb tables behind DJN encryption
+  and the threads that evaluate large batches of them.
 - :mod:`~ppdm.protocols.paillier.encoding`: signed integers, fixed point and slot
   packing with overflow checks.
 - :mod:`~ppdm.protocols.paillier.batch`: numpy batch APIs and packed vectors.
