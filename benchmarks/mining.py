@@ -518,7 +518,14 @@ def assoc_rows(report: Report, fimi: Path, tmp: Path, quick: bool, bed: Any) -> 
     base = fastest_centralized(mushroom, s, sparse=False)
     base_s, base_name, want = base["seconds"], f"{base['name']}, centralized", base["want"]
     report.extra[f"mushroom_{round(100 * s)}pct_centralized_mlxtend_s"] = base["mlxtend"]
-    v = {"mode": "vertical", "min_support": s, "min_confidence": 0.9, "data": "mushroom_v"}
+    # exact counts: the job's default (protect = "dp") adds each owner's noise to them
+    v = {
+        "mode": "vertical",
+        "min_support": s,
+        "min_confidence": 0.9,
+        "data": "mushroom_v",
+        "protect": "exact",
+    }
     pct = f"{round(100 * s)}pct"
     doc = _in_process("assoc", tmp / "mushroom_v", v, parties=PARTIES[:2])
     check_assoc(doc, want, 0.9, counts=True)
@@ -676,7 +683,7 @@ def vertical_fast_grpc_rows(report: Report, wants: dict[str, Any], bed: Any) -> 
     """Issue 14 over gRPC (``ppdm party serve`` processes, loopback, mTLS): the ``assoc``
     job (default paths) on the same data between 2 and among 3 parties."""
     for name, (s, want, conf) in wants.items():
-        v = {"mode": "vertical", "min_support": s, "min_confidence": conf}
+        v = {"mode": "vertical", "min_support": s, "min_confidence": conf, "protect": "exact"}
         two_s, doc = timed(
             lambda v=v, n=name: bed.run_job(
                 "assoc", {**v, "data": f"{n}_v2"}, parties=PARTIES[:2], timeout=900
