@@ -12,15 +12,18 @@ section 4.1, the millionaires' protocol; Garay, Schoenmakers, Villegas 2007 for 
 tree):
 
 1. Split ``x`` and ``y`` into ``q = ceil(l / m)`` blocks of ``m`` bits (``block_bits``,
-   default 4). For every block a 1-out-of-``2^m`` OT
-   (:func:`~ppdm.protocols.ot.one_of_n.one_of_n_send`, from IKNP random OTs) gives the
-   parties XOR shares of ``lt_j = [x_j < y_j]`` and ``eq_j = [x_j = y_j]``: the
-   ``x_party`` offers, for every possible ``y_j``, the two bits masked with its own
-   random shares.
+   default 4). For every block a 1-out-of-``2^m`` OT (Naor-Pinkas from ``m`` IKNP
+   random OTs, as :mod:`ppdm.protocols.ot.one_of_n`, the masked 2-bit entries packed
+   four to a byte) gives the parties XOR shares of ``lt_j = [x_j < y_j]`` and
+   ``eq_j = [x_j = y_j]``: the ``x_party`` offers, for every possible ``y_j``, the two
+   bits masked with its own random shares.
 2. Combine adjacent blocks (``hi``, ``lo``) up a binary tree:
    ``lt = lt_hi XOR (eq_hi AND lt_lo)``, ``eq = eq_hi AND eq_lo``. ANDs of XOR-shared
-   bits use Beaver multiplication triples, each made from two bit-correlated OTs
-   (one in each direction; Asharov et al. CCS 2013, section 5).
+   bits use Beaver multiplication triples made from two random OTs each (one in each
+   direction, no corrections; Asharov et al. CCS 2013, section 5; Demmler et al.,
+   ABY, NDSS 2015). The two ANDs of a node share the operand ``eq_hi``, so they share
+   one "pair triple" ``(a, b, b', ab, ab')``: ``eq_hi`` is masked and opened once,
+   and the pair costs the two random OTs of one triple (each OT carries two bits).
 3. ``[x >= y] = 1 XOR [x < y]``; the shares are exchanged (or sent to one party).
 
 :func:`secure_argmin` -- for vertically partitioned k-means, where both parties hold
@@ -44,10 +47,12 @@ Security (semi-honest, two parties)
 
 Cost per ``l``-bit comparison with ``m``-bit blocks (``q = ceil(l/m)`` leaves):
 ``q`` 1-out-of-``2^m`` OTs (``q * m`` IKNP OTs, ``16 q m`` bytes of ``u`` plus
-``q * 2^m`` bytes of masked tables), ``~2q`` ANDs (each 2 bit-OTs, 2 x 16 bytes + 2/8
-byte, and 2/8 byte per party to open); about ``80 q + 64 q = ~1.2 KB`` for ``l = 32``.
-Rounds: 2 messages for the leaf OTs + 1 round trip for triples + ``ceil(log2 q)`` AND
-levels + 1 to reveal. An ``OTSession`` passed in amortizes the 2 x 128 base OTs.
+``q * 2^m / 4`` bytes of packed tables), ``q - 1`` tree nodes, each one (pair) triple of
+2 random OTs (2 x 16 bytes) and 3/8 byte per party to open (2/8 at the root); about
+``68 q + 32 (q - 1) = ~0.8 KB`` for ``l = 32`` (before the pair triples and packed tables:
+``~1.2 KB``).
+Rounds: 2 messages for the leaf OTs + one random-OT message each way for the triples +
+``ceil(log2 q)`` AND levels + 1 to reveal. An ``OTSession`` passed in amortizes the 2 x 128 base OTs.
 """
 
 from __future__ import annotations
@@ -61,13 +66,14 @@ from ppdm.parties.network import Network
 from ppdm.protocols.dot_product_ot import check_two_party_roles
 from ppdm.protocols.ot.bits import pack, unpack
 from ppdm.protocols.ot.extension import OTSession
-from ppdm.protocols.ot.one_of_n import one_of_n_receive, one_of_n_send
 
 __all__ = ["secure_argmin", "secure_ge", "secure_ge_shares"]
 
 STEP_AND = "cmp/and"
 STEP_REVEAL = "cmp/reveal"
 STEP_INDEX = "argmin/index"
+STEP_LEAF = "cmp/leaves"
+_LEAF_BATCH = 8 << 20  # bytes of random-OT output per side per leaf batch
 
 
 def _random_bits(n: int) -> np.ndarray:
@@ -101,27 +107,31 @@ class _BitEngine:
         self.peer = session.peer
         self.first = session.is_first
         self._a = self._b = self._c = np.zeros(0, dtype=np.uint8)
-        #: Triples the next batch makes for later comparisons (no round trip of theirs).
+        #: Pair triples ``(a, b, b', a AND b, a AND b')`` for two ANDs with one operand
+        #: in common (:meth:`and_pair`), one row each.
+        self._pairs = np.zeros((0, 5), dtype=np.uint8)
+        #: Triples (and pair triples) the next batch makes for later comparisons (no
+        #: round trip of theirs).
         self.ahead = 0
+        self.ahead_pairs = 0
 
-    def make_triples(self, count: int) -> None:
-        """Hold at least ``count`` bit triples ``(a, b, c = a AND b)``, XOR-shared: those
-        made ahead are used first; otherwise one round trip makes the missing ones plus
-        :attr:`ahead` more. Both parties make the same calls, so their buffers agree."""
-        held = len(self._a)
-        if held >= count:
+    def make_triples(self, count: int, pairs: int = 0) -> None:
+        """Hold at least ``count`` bit triples ``(a, b, c = a AND b)`` and ``pairs`` pair
+        triples, XOR-shared: those made ahead are used first; otherwise one batch of
+        random OTs each way (:func:`_rot_triples`) makes the missing ones plus
+        :attr:`ahead` and :attr:`ahead_pairs` more. Both parties make the same calls, so
+        their buffers agree."""
+        held, held_pairs = len(self._a), len(self._pairs)
+        if held >= count and held_pairs >= pairs:
             return
-        count = count - held + self.ahead
-        self.ahead = 0
-        a = _random_bits(count)
-        b = _random_bits(count)
-        # Cross terms: as sender with delta = a (peer chooses with its b), as receiver
-        # choosing with b (peer's delta is its a).
-        mine, theirs = self.session.correlated_bits_both(a, b)
-        c = (a & b) ^ mine ^ theirs
-        self._a = np.concatenate([self._a, a])
-        self._b = np.concatenate([self._b, b])
-        self._c = np.concatenate([self._c, c])
+        count = max(count - held, 0) + self.ahead
+        pairs = max(pairs - held_pairs, 0) + self.ahead_pairs
+        self.ahead = self.ahead_pairs = 0
+        single, double = _rot_triples(self.session, count, pairs)
+        self._a = np.concatenate([self._a, single[:, 0]])
+        self._b = np.concatenate([self._b, single[:, 1]])
+        self._c = np.concatenate([self._c, single[:, 2]])
+        self._pairs = np.concatenate([self._pairs, double])
 
     def _take(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if len(self._a) < n:
@@ -151,6 +161,38 @@ class _BitEngine:
             z ^= ee & ff
         return z
 
+    def and_pair(
+        self, x: np.ndarray, y: np.ndarray, z: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Shares of ``x AND y`` and ``x AND z`` from one pair triple per position: ``x``
+        is masked once (``e = x XOR a``), so the two ANDs open three bits, not four,
+        and their triples cost two random OTs, not four."""
+        n = len(x)
+        if len(self._pairs) < n:
+            raise RuntimeError("not enough pair triples")  # pragma: no cover
+        t, self._pairs = self._pairs[:n], self._pairs[n:]
+        a, b, b2, c, c2 = t[:, 0], t[:, 1], t[:, 2], t[:, 3], t[:, 4]
+        e = x ^ a
+        f = y ^ b
+        g = z ^ b2
+        self.net.send(self.peer, STEP_AND, pack(np.concatenate([e, f, g])))
+        got = self.net.receive(self.peer, STEP_AND, expect=np.ndarray)
+        want = ((3 * n + 7) // 8,)
+        if got.dtype != np.uint8 or got.shape != want:
+            raise ProtocolError(
+                self.peer, STEP_AND, f"expected {want[0]} packed bytes, got {got.dtype}{got.shape}"
+            )
+        opened = unpack(got, 3 * n)
+        ee = e ^ opened[:n]
+        ff = f ^ opened[n : 2 * n]
+        gg = g ^ opened[2 * n :]
+        xy = c ^ (ee & b) ^ (ff & a)
+        xz = c2 ^ (ee & b2) ^ (gg & a)
+        if self.first:
+            xy ^= ee & ff
+            xz ^= ee & gg
+        return xy, xz
+
     def open(self, share: np.ndarray, *, to: str | None = None) -> np.ndarray | None:
         """Reveal shared bits to both parties (``to=None``) or to party ``to``."""
         n = len(share)
@@ -164,13 +206,117 @@ class _BitEngine:
         return None
 
 
-def _tree_and_count(q: int, n: int) -> int:
-    total = 0
+def _rot_triples(session: OTSession, count: int, pairs: int) -> tuple[np.ndarray, np.ndarray]:
+    """XOR shares of ``count`` bit triples ``(a, b, a AND b)`` and ``pairs`` pair triples
+    ``(a, b, b', a AND b, a AND b')``, from one batch of random OTs each way (one
+    ``u`` message per direction, no corrections; Asharov et al. CCS 2013, section 5,
+    with random OTs as in Demmler et al., ABY, NDSS 2015).
+
+    Every party chooses its ``a`` with :func:`_random_bits` and uses it as its choice
+    bits as the receiver; as the sender its ``b`` (and ``b'``) are the XOR of its two
+    random-OT outputs, so the receiver's output and the sender's first output are XOR
+    shares of ``a_receiver AND b_sender``: the cross terms of ``(a_0 + a_1)(b_0 + b_1)``.
+    Returns ``(count, 3)`` and ``(pairs, 5)`` uint8 arrays."""
+    total = count + pairs
+    if not total:
+        return np.zeros((0, 3), dtype=np.uint8), np.zeros((0, 5), dtype=np.uint8)
+    session.setup_both()
+    a = _random_bits(total)
+    theirs = session.receiver.random(a, length=1)[:, 0]  # a_me AND b_peer, shared
+    x0, x1 = session.sender.random(total, length=1)
+    b = (x0[:, 0] ^ x1[:, 0]) & 3  # two lanes: b and b'
+    c = (a * np.uint8(3)) & b ^ (theirs & 3) ^ (x0[:, 0] & 3)
+    single = np.stack([a[:count], b[:count] & 1, c[:count] & 1], axis=1)
+    rest = slice(count, total)
+    double = np.stack(
+        [a[rest], b[rest] & 1, b[rest] >> 1, c[rest] & 1, c[rest] >> 1], axis=1
+    ).astype(np.uint8)
+    return single.astype(np.uint8), double
+
+
+def _tree_triples(q: int, n: int) -> tuple[int, int]:
+    """The single and the pair triples of the AND tree over ``q`` leaves for ``n``
+    comparisons: a pair triple per node (``eq_hi AND lt_lo``, ``eq_hi AND eq_lo``),
+    a single triple per node of the last level (``lt`` only)."""
+    single = double = 0
     while q > 1:
         pairs = q // 2
         q = pairs + q % 2
-        total += pairs * (1 if q == 1 else 2)
-    return total * n
+        if q == 1:
+            single += pairs
+        else:
+            double += pairs
+    return single * n, double * n
+
+
+def _leaf_send(engine: _BitEngine, table: np.ndarray, m: int) -> None:
+    """Sender of the leaves' 1-out-of-``2^m`` OTs of 2-bit entries (Naor-Pinkas from
+    ``m`` random OTs, :mod:`ppdm.protocols.ot.one_of_n`), the masked tables packed four
+    entries to a byte: ``table`` is ``(count, 2^m)`` values in ``[0, 4)``.
+
+    Entry ``J`` is masked with the ``J``-th 2-bit piece of random-OT output ``J_j`` of
+    every OT ``j``; on packed bytes that is, per OT, its output 0 with the lanes of the
+    entries whose bit ``j`` is set taken from its output 1 (:func:`_lane_masks`)."""
+    count, size = table.shape
+    length = (2 * size + 7) // 8
+    lanes = _lane_masks(m, size, length)
+    packed = _pack_entries(table, length)
+    step = max(1, _LEAF_BATCH // (m * length))
+    for o in range(0, count, step):
+        b = min(step, count - o)
+        r0, r1 = engine.session.sender.random(b * m, length=length)
+        r0 = r0.reshape(b, m, length)
+        r1 = r1.reshape(b, m, length)
+        mask = np.bitwise_xor.reduce(r0 ^ ((r0 ^ r1) & lanes[None, :, :]), axis=1)
+        engine.net.send(engine.peer, STEP_LEAF, packed[o : o + b] ^ mask)
+
+
+def _leaf_receive(engine: _BitEngine, choices: np.ndarray, m: int) -> np.ndarray:
+    """Receiver of :func:`_leaf_send`: the chosen 2-bit entries, ``(count,)`` uint8."""
+    count = len(choices)
+    size = 1 << m
+    length = (2 * size + 7) // 8
+    ci = choices.astype(np.intp)
+    out = np.empty(count, dtype=np.uint8)
+    step = max(1, _LEAF_BATCH // (m * length))
+    for o in range(0, count, step):
+        b = min(step, count - o)
+        cb = ci[o : o + b]
+        bits = ((cb[:, None] >> np.arange(m)[None, :]) & 1).astype(np.uint8)
+        keys = engine.session.receiver.random(bits.reshape(-1), length=length)
+        got = engine.net.receive(engine.peer, STEP_LEAF, expect=np.ndarray)
+        if got.dtype != np.uint8 or got.shape != (b, length):
+            raise ProtocolError(
+                engine.peer, STEP_LEAF, f"expected {b} packed leaf tables of {length} bytes"
+            )
+        rows = np.arange(b)
+        byte = cb >> 2
+        shift = ((cb & 3) * 2).astype(np.uint8)
+        key = np.bitwise_xor.reduce(keys.reshape(b, m, length)[rows, :, byte], axis=1)
+        out[o : o + b] = ((got[rows, byte] ^ key) >> shift) & np.uint8(3)
+    return out
+
+
+def _lane_masks(m: int, size: int, length: int) -> np.ndarray:
+    """``(m, L)`` byte masks: the 2-bit lanes of the entries ``J < size`` whose bit ``j``
+    is set (entry ``J`` is lane ``J % 4`` of byte ``J // 4``)."""
+    entries = np.arange(4 * length)
+    lane_bits = np.where(entries < size, 3 << (2 * (entries % 4)), 0)
+    masks = np.zeros((m, length), dtype=np.uint8)
+    for j in range(m):
+        chosen = np.where((entries >> j) & 1, lane_bits, 0).reshape(length, 4)
+        masks[j] = np.bitwise_or.reduce(chosen, axis=1).astype(np.uint8)
+    return masks
+
+
+def _pack_entries(entries: np.ndarray, length: int) -> np.ndarray:
+    """``(r, size)`` values in ``[0, 4)`` -> ``(r, L)`` bytes, four entries to a byte
+    (entry ``J`` in lane ``J % 4`` of byte ``J // 4``, lowest bits first)."""
+    r, size = entries.shape
+    padded = np.zeros((r, 4 * length), dtype=np.uint8)
+    padded[:, :size] = entries
+    lanes = padded.reshape(r, length, 4)
+    return lanes[:, :, 0] | (lanes[:, :, 1] << 2) | (lanes[:, :, 2] << 4) | (lanes[:, :, 3] << 6)
 
 
 def _compare_core(
@@ -183,7 +329,7 @@ def _compare_core(
     greater: bool,
 ) -> np.ndarray:
     """XOR shares of ``[x < y]`` (or ``[x > y]`` if ``greater``) for ``n`` pairs."""
-    session, net = engine.session, engine.net
+    net = engine.net
     n = len(values)
     m = min(block_bits, bits)
     q = -(-bits // m)
@@ -198,18 +344,14 @@ def _compare_core(
         lt = (xb > v) if greater else (xb < v)
         eq = xb == v
         table = (lt.astype(np.uint8) ^ r_lt[:, None]) | ((eq.astype(np.uint8) ^ r_eq[:, None]) << 1)
-        one_of_n_send(net, engine.peer, table[:, :, None], session=session)
+        _leaf_send(engine, table, m)
         lt_s, eq_s = r_lt, r_eq
     else:
-        got = one_of_n_receive(
-            net, engine.peer, blocks.reshape(-1), n=size, length=1, session=session
-        )[:, 0]
-        if int(got.max(initial=0)) > 3:
-            raise ProtocolError(engine.peer, "ot/1-of-n/masked", "leaf shares are not 2 bits")
+        got = _leaf_receive(engine, blocks.reshape(-1), m)
         lt_s, eq_s = got & 1, (got >> 1) & 1
     lt_s = lt_s.reshape(n, q)
     eq_s = eq_s.reshape(n, q)
-    engine.make_triples(_tree_and_count(q, n))
+    engine.make_triples(*_tree_triples(q, n))
     while lt_s.shape[1] > 1:
         w = lt_s.shape[1]
         pairs = w // 2
@@ -220,12 +362,9 @@ def _compare_core(
             prod = engine.and_(hi_eq.reshape(-1), lo_lt.reshape(-1)).reshape(n, pairs)
             new_eq = hi_eq  # unused
         else:
-            both = engine.and_(
-                np.concatenate([hi_eq.reshape(-1), hi_eq.reshape(-1)]),
-                np.concatenate([lo_lt.reshape(-1), lo_eq.reshape(-1)]),
-            )
-            prod = both[: n * pairs].reshape(n, pairs)
-            new_eq = both[n * pairs :].reshape(n, pairs)
+            p_lt, p_eq = engine.and_pair(hi_eq.reshape(-1), lo_lt.reshape(-1), lo_eq.reshape(-1))
+            prod = p_lt.reshape(n, pairs)
+            new_eq = p_eq.reshape(n, pairs)
         new_lt = hi_lt ^ prod
         if w % 2:
             new_lt = np.concatenate([new_lt, lt_s[:, -1:]], axis=1)
@@ -382,7 +521,9 @@ def secure_argmin(
     while width > 1:
         level_sizes.append((width // 2) * n)
         width = width // 2 + width % 2
-    engine.ahead = sum(_tree_and_count(q, size) for size in level_sizes[1:])
+    later = [_tree_triples(q, size) for size in level_sizes[1:]]
+    engine.ahead = sum(s for s, _ in later)
+    engine.ahead_pairs = sum(p for _, p in later)
     while len(vals) > 1 and n:
         pairs = len(vals) // 2
         v0 = np.concatenate([vals[2 * p] for p in range(pairs)])

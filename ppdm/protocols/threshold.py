@@ -88,8 +88,8 @@ class _ExtraTriples(_BitEngine):
         super().__init__(session)
         self.extra = extra
 
-    def make_triples(self, count: int) -> None:
-        super().make_triples(count + self.extra)
+    def make_triples(self, count: int, pairs: int = 0) -> None:
+        super().make_triples(count + self.extra, pairs)
         self.extra = 0
 
 

@@ -25,7 +25,7 @@ import pytest
 from sklearn.cluster import KMeans
 from sklearn.datasets import make_blobs
 
-import ppdm.mining.kmeans as kmeans_mod
+import ppdm.mining.kmeans_horizontal as kmeans_mod
 from ppdm.errors import AggregationTooSmall, ConfigError, PPDMError, ProtocolError
 from ppdm.jobs.registry import PartyContext, get_job
 from ppdm.mining.kmeans import KMeansResult, horizontal_kmeans, vertical_kmeans

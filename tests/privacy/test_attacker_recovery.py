@@ -55,14 +55,14 @@ def test_comparison_leaf_shares_tell_the_y_party_nothing_about_x(monkeypatch):
     lo = np.where(equal[:, 1], y & 15, ((y & 15) + 1 + gen.integers(0, 15, n)) % 16)
     x = (hi << 4) | lo
     seen: list[np.ndarray] = []
-    original = comparison.one_of_n_receive
+    original = comparison._leaf_receive
 
     def spy(*args, **kwargs):
         got = original(*args, **kwargs)
-        seen.append(np.array(got))
+        seen.append(np.array(got).reshape(-1, 1))
         return got
 
-    monkeypatch.setattr(comparison, "one_of_n_receive", spy)
+    monkeypatch.setattr(comparison, "_leaf_receive", spy)
 
     def party(net, values):
         return comparison.secure_ge_shares(

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from ppdm.parties.local import simulate
+from ppdm.protocols import comparison
 from ppdm.protocols.comparison import secure_argmin
-from ppdm.protocols.ot.extension import OTSession
 
 
 def _shares(d: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -26,14 +26,14 @@ def test_one_triple_batch_per_argmin(monkeypatch, n, k):
     alice, bob = _shares(d, k)
     calls: dict[str, int] = {}
     lock = threading.Lock()
-    original = OTSession.correlated_bits_both
+    original = comparison._rot_triples
 
-    def counted(self, *args, **kwargs):
+    def counted(session, *args, **kwargs):
         with lock:
-            calls[self.net.me] = calls.get(self.net.me, 0) + 1
-        return original(self, *args, **kwargs)
+            calls[session.net.me] = calls.get(session.net.me, 0) + 1
+        return original(session, *args, **kwargs)
 
-    monkeypatch.setattr(OTSession, "correlated_bits_both", counted)
+    monkeypatch.setattr(comparison, "_rot_triples", counted)
 
     def party(net, mine):
         peer = "bob" if net.me == "alice" else "alice"

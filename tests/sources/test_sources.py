@@ -546,7 +546,7 @@ def test_streamed_records_refuse_bad_tables(tmp_path):
 def test_streamed_records_project_and_sum_by_group_like_memory(tmp_path):
     """The default aggregate start (random-slabs / random-partition) on streamed records:
     one scan each, the same numbers as the in-memory records."""
-    from ppdm.mining.kmeans import _ArrayRecords
+    from ppdm.mining.kmeans_common import _ArrayRecords
     from ppdm.sources.records import StreamedRecords
 
     rng = np.random.default_rng(5)
