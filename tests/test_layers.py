@@ -274,3 +274,51 @@ def _python(code: str):
     return subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=PPDM.parent
     )
+
+
+# Module size (issue 26, item 1) -----------------------------------------------------------
+
+#: A module past this many lines holds more than one responsibility, unless the README's
+#: "Modules kept whole" list names it with the reason.
+MAX_LINES = 800
+
+
+def kept_whole(readme: Path) -> set[str]:
+    """The modules ``ppdm/README.md`` lists under "Modules kept whole" (``ppdm/x/y.py``)."""
+    text = readme.read_text()
+    if "## Modules kept whole" not in text:
+        return set()
+    section = text.split("## Modules kept whole", 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"^- `(ppdm/[\w/]+\.py)`", section, re.M))
+
+
+def oversized(root: Path, allowed: set[str]) -> list[str]:
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).as_posix()
+        if "/proto/" in rel or rel in allowed:
+            continue
+        lines = len(path.read_text().splitlines())
+        if lines > MAX_LINES:
+            out.append(f"{rel}: {lines} lines")
+    return out
+
+
+def test_no_module_is_over_the_size_of_one_responsibility():
+    readme = PPDM / "README.md"
+    allowed = kept_whole(readme)
+    assert oversized(PPDM, allowed) == []
+    for rel in allowed:  # a module kept whole exists and really is long
+        assert len((PPDM.parent / rel).read_text().splitlines()) > MAX_LINES, rel
+
+
+def test_the_size_check_fails_on_a_long_module(tmp_path):
+    root = tmp_path / "ppdm"
+    root.mkdir()
+    (root / "long.py").write_text("x = 1\n" * (MAX_LINES + 1))
+    (root / "README.md").write_text("# map\n\n## Modules kept whole\n\n- `ppdm/other.py`: why\n")
+    assert oversized(root, kept_whole(root / "README.md")) == [
+        f"ppdm/long.py: {MAX_LINES + 1} lines"
+    ]
+    (root / "README.md").write_text("## Modules kept whole\n\n- `ppdm/long.py`: one algorithm\n")
+    assert oversized(root, kept_whole(root / "README.md")) == []

@@ -29,6 +29,9 @@ from ppdm.compute.engine import (
     ComputeEngine,
     ComputeError,
     ComputeSettings,
+    JobScope,
+    current_job,
+    job_scope,
     parse_compute_table,
 )
 from ppdm.errors import ConfigError
@@ -40,8 +43,11 @@ __all__ = [
     "ComputeError",
     "ComputeSettings",
     "EmbeddedEngine",
+    "JobScope",
     "close_engines",
+    "current_job",
     "engine_for",
+    "job_scope",
     "parse_compute_table",
 ]
 

@@ -4,7 +4,7 @@ A party's *local work* in a mining job is what it computes on its own data befor
 between the protocol's messages: the support counts of candidate itemsets (horizontal and
 vertical association rules, and the locally frequent itemsets the horizontal protocol
 finds level by level through those counts), the per-cluster sums and counts of Lloyd's
-step (k-means), and the reading of record ids that alignment encodes. A
+step (k-means), and the encoding of record ids for alignment. A
 :class:`ComputeEngine` does that work; the protocols and the messages between parties
 do not change with it.
 
@@ -33,14 +33,22 @@ refuses the application) is a :class:`ComputeError` with the public fault class
 ``compute-failed``: the node reports that code, the job ends at every party, and the
 engine's message (which may quote data) stays in the node's log.
 
+A job's bounds reach the engine's work: the node runs each job inside
+:func:`job_scope` (the job's id and how to learn that it ended) and
+:func:`ppdm.sources.read_time_limit` (its timeout ``T``); an engine whose work runs
+elsewhere (Spark's executors) cancels that work when a step runs past ``T``
+(``source-timeout``) or the job ends at this party first (cancelled, a peer's abort).
+
 Layering: above :mod:`ppdm.sources` (whose sources and kernels it reuses), below
 :mod:`ppdm.jobs`.
 """
 
 from __future__ import annotations
 
+import contextvars
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +62,9 @@ __all__ = [
     "ComputeEngine",
     "ComputeError",
     "ComputeSettings",
+    "JobScope",
+    "current_job",
+    "job_scope",
     "parse_compute_table",
 ]
 
@@ -86,6 +97,49 @@ class ComputeSettings:
     conf: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     #: Partitions of a counting or k-means scan (``None``: Spark's default parallelism).
     partitions: int | None = None
+
+
+@dataclass(frozen=True)
+class JobScope:
+    """The job a thread's local work belongs to (:func:`job_scope`).
+
+    ``ended()`` returns ``None`` while the job runs and, once it is over at this party
+    (cancelled by its initiator, aborted by a peer, a peer lost, the node stopping), the
+    exception that says why -- what the job's next receive would raise. An engine whose
+    work runs outside the node's process (Spark's executors) polls it and cancels that
+    work, so an abandoned job does not keep a cluster busy.
+    """
+
+    job_id: str
+    ended: Callable[[], BaseException | None]
+
+
+_JOB: contextvars.ContextVar[JobScope | None] = contextvars.ContextVar(
+    "ppdm_compute_job", default=None
+)
+
+
+def _running() -> BaseException | None:
+    return None
+
+
+@contextmanager
+def job_scope(
+    job_id: str, *, ended: Callable[[], BaseException | None] | None = None
+) -> Iterator[JobScope]:
+    """Within this block, this thread's local work belongs to job ``job_id`` (the node
+    enters it around each job it runs, with its endpoint's ``failure``)."""
+    scope = JobScope(job_id, ended or _running)
+    token = _JOB.set(scope)
+    try:
+        yield scope
+    finally:
+        _JOB.reset(token)
+
+
+def current_job() -> JobScope | None:
+    """The innermost :func:`job_scope` of this thread, if any."""
+    return _JOB.get()
 
 
 def _memory(value: Any, where: str) -> str | None:
@@ -183,6 +237,13 @@ class ComputeEngine(ABC):
         """The records behind horizontal k-means' local seam
         (:class:`ppdm.mining.kmeans.LocalRecords`: per-cluster sums and counts computed
         by the engine), or ``None`` when this engine keeps them in memory."""
+
+    def id_set(self, spec: SourceSpec, id_column: str) -> Any | None:
+        """The entry's record ids as PSI inputs encoded by the engine (the interface of
+        :class:`ppdm.protocols.psi.ids.IdSet` that :func:`ppdm.protocols.psi.align`
+        uses), or ``None`` when the ids are read into the node's memory as a column
+        (the embedded engine)."""
+        return None
 
     def close(self) -> None:  # noqa: B027 -- engines without a session keep it
         """Release what the engine started (the node calls this when it stops)."""

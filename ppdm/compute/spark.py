@@ -3,9 +3,13 @@
 The node's driver holds one :class:`SparkSession`, started lazily by the first job that
 needs it and stopped with the node (:meth:`SparkEngine.close`). Data is read where it
 lives -- a Parquet file or (hive-)partitioned Parquet dataset (``kind = "parquet"`` or a
-``.parquet`` path), a JDBC table or query (``kind = "sql"``; the JDBC driver jar must be
-on the session's class path, e.g. ``conf = { "spark.jars" = "/opt/jdbc/postgresql.jar"
-}``) -- with the columns projected and the candidate-item filter pushed into the scan.
+``.parquet`` path), a table of the session's catalog (``kind = "spark-table"``, ``table =
+"db.name"``: a Hive metastore, a Delta or Iceberg catalog configured through ``conf``;
+only this engine reads that kind), a JDBC table or query (``kind = "sql"``; the JDBC
+driver jar must be on the session's class path, e.g. ``conf = { "spark.jars" =
+"/usr/share/java/postgresql.jar" }``) -- with the columns projected and the
+candidate-item filter pushed into the scan. A step of the local work ends with its job
+(:meth:`SparkEngine.run`, :mod:`ppdm.compute.spark_guard`).
 FIMI and CSV files are local files of one host: the engine reads them like the embedded
 one.
 
@@ -20,7 +24,12 @@ The kernels are the embedded engine's, run on the DataFrame's partitions through
   :func:`~ppdm.sources.counting.pair_counts` or
   :func:`~ppdm.mining.itemsets.support_counts`; the driver adds the partitions' integer
   counts -- exactly the embedded engine's counts;
-* k-means (:class:`SparkRecords`): the records range-partitioned by id and sorted, each
+* record alignment (:class:`~ppdm.compute.spark_ids.SparkIdSet`): the ids range-partitioned and sorted, each
+  partition encoded into the 16-byte PSI blocks of
+  :class:`ppdm.protocols.psi.ids.IdSet` (hashing long strings) on its executor; the
+  driver holds the blocks in id order, never the ids, and fetches only the ids of the
+  intersection the protocol outputs;
+* k-means (:class:`~ppdm.compute.spark_records.SparkRecords`): the records range-partitioned by id and sorted, each
   partition assigns its records with :func:`ppdm.mining.kmeans.assign` and returns its
   labels, per-cluster sums and counts; the driver concatenates the labels in partition
   (= id) order and adds the sums. Counts and labels equal the embedded engine's; float
@@ -50,6 +59,8 @@ import numpy as np
 
 from ppdm.compute.embedded import EmbeddedEngine
 from ppdm.compute.engine import ComputeEngine, ComputeError, ComputeSettings
+from ppdm.compute.spark_common import KERNEL_SCHEMA, col, pack, partition_id, unpack
+from ppdm.compute.spark_guard import JobGuard
 from ppdm.errors import ConfigError, PPDMError, SourceError
 from ppdm.mining.itemsets import TransactionDB, support_counts
 from ppdm.sources.base import long_to_database
@@ -62,7 +73,7 @@ from ppdm.sources.counting import (
     transaction_chunks,
 )
 
-__all__ = ["DEFAULT_CONF", "SparkCounter", "SparkEngine", "SparkRecords"]
+__all__ = ["DEFAULT_CONF", "SparkCounter", "SparkEngine"]
 
 log = logging.getLogger(__name__)
 
@@ -77,9 +88,6 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.shuffle.partitions": "4",
     "spark.sql.session.timeZone": "UTC",
 }
-
-#: Cells of the ``(rows, k, d)`` distance array built at once in a k-means kernel.
-_ASSIGN_CELLS = 1 << 22
 
 
 def _spark_errors() -> tuple[type[BaseException], ...]:
@@ -101,6 +109,8 @@ class SparkEngine(ComputeEngine):
         self._lock = threading.Lock()
         self._embedded = EmbeddedEngine()
         self.sessions_started = 0
+        #: The job groups this engine cancelled (a job past its timeout or ended).
+        self.cancelled_groups: list[str] = []
 
     # -- the session ----------------------------------------------------------------------
 
@@ -190,15 +200,29 @@ class SparkEngine(ComputeEngine):
             self._drop()
 
     def run(self, what: str, fn: Callable[[], Any]) -> Any:
-        """``fn()`` with Spark's failures turned into :class:`ComputeError` (the details
-        go to this node's log only)."""
+        """``fn()`` (the Spark jobs of one step of the local work) with Spark's failures
+        turned into :class:`ComputeError` (the details go to this node's log only).
+
+        Inside a job (:func:`~ppdm.compute.engine.job_scope`, and the job's timeout
+        ``T`` of :func:`~ppdm.sources.read_time_limit`) the call's Spark jobs run in a
+        job group of their own, cancelled with their tasks interrupted (the Python
+        workers killed) when the call runs past ``T`` -- then the fault is
+        ``source-timeout``, as for a DuckDB scan past ``T`` -- or when the job ends at
+        this party first (its initiator cancels it, a peer aborts or is lost, the node
+        stops) -- then the job's own failure is raised. An abandoned job does not keep
+        the executors busy."""
+        guard = JobGuard(self, what)
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), guard:
                 warnings.simplefilter("ignore", FutureWarning)
-                return fn()
+                out = fn()
         except PPDMError:
+            if guard.reason is not None:
+                raise guard.reason from None
             raise
         except _spark_errors() as exc:
+            if guard.reason is not None:
+                raise guard.reason from None
             log.error("Spark failed while %s: %s", what, _first_line(exc))
             with self._lock:
                 if self._session is not None and not self._alive(self._session):
@@ -207,6 +231,9 @@ class SparkEngine(ComputeEngine):
                     )
                     self._drop()
             raise ComputeError(f"the Spark engine failed while {what}") from None
+        if guard.reason is not None:  # the job ended (or ran past T) as the call returned
+            raise guard.reason
+        return out
 
     def partitions(self) -> int:
         """Partitions of a counting or k-means scan."""
@@ -219,9 +246,9 @@ class SparkEngine(ComputeEngine):
     # -- reading ---------------------------------------------------------------------------
 
     def reads(self, spec: SourceSpec) -> bool:
-        """Whether Spark reads this entry itself (Parquet, JDBC); FIMI and CSV files are
-        read like the embedded engine reads them."""
-        if spec.kind in ("parquet", "sql"):
+        """Whether Spark reads this entry itself (Parquet, catalog tables, JDBC); FIMI
+        and CSV files are read like the embedded engine reads them."""
+        if spec.kind in ("parquet", "sql", "spark-table"):
             return True
         path = spec.file_path
         return (
@@ -242,6 +269,12 @@ class SparkEngine(ComputeEngine):
             spark = self.session()
             if spec.kind == "sql":
                 df = self._jdbc(spark, spec)
+            elif spec.kind == "spark-table":
+                if not spark.catalog.tableExists(spec.table):
+                    raise SourceError(
+                        "source-unreachable", f"{spec.describe()}: not in the Spark catalog"
+                    )
+                df = spark.read.table(spec.table)
             else:
                 if not spec.file_path.exists():
                     raise SourceError("source-unreachable", f"{spec.describe()}: not found")
@@ -252,7 +285,7 @@ class SparkEngine(ComputeEngine):
                     raise ConfigError(
                         f"{spec.describe()}: no column(s) {', '.join(map(repr, missing))}"
                     )
-                df = df.select(*[_col(c) for c in columns])
+                df = df.select(*[col(c) for c in columns])
             return df
 
         return self.run(f"opening {spec.describe()}", load)
@@ -264,15 +297,25 @@ class SparkEngine(ComputeEngine):
         parts = urlsplit(spec.url or "")
         if spec.scheme == "sqlite":
             url = f"jdbc:sqlite:{spec.file_path}"
-            reader = spark.read.format("jdbc").option("url", url)
+            reader = (
+                spark.read.format("jdbc").option("url", url).option("driver", "org.sqlite.JDBC")
+            )
         else:
             host = parts.hostname or "localhost"
             port = f":{parts.port}" if parts.port else ""
             url = f"jdbc:postgresql://{host}{port}{parts.path}"
-            reader = spark.read.format("jdbc").option("url", url)
+            # The driver class named: a jar of spark.jars is not seen by DriverManager's
+            # own lookup by URL.
+            reader = (
+                spark.read.format("jdbc")
+                .option("url", url)
+                .option("driver", "org.postgresql.Driver")
+            )
             if parts.username:
                 reader = reader.option("user", parts.username)
-            reader = reader.option("password", resolve_password(spec))
+            password = resolve_password(spec)  # the plan shows it redacted (spark.redaction.regex)
+            if password is not None:
+                reader = reader.option("password", password)
         if spec.query:
             return reader.option("query", spec.query).load()
         return reader.option("dbtable", spec.table).load()
@@ -312,27 +355,26 @@ class SparkEngine(ComputeEngine):
     def local_records(
         self, spec: SourceSpec, columns: Sequence[str], id_column: str, *, sep: str = ","
     ) -> Any | None:
+        from ppdm.compute.spark_records import SparkRecords
+
         if not self.reads(spec):
             return self._embedded.local_records(spec, columns, id_column, sep=sep)
         return SparkRecords(self, spec, list(columns), id_column)
+
+    def id_set(self, spec: SourceSpec, id_column: str) -> Any | None:
+        """The entry's ids as PSI inputs encoded on the executors (:class:`SparkIdSet`),
+        for entries Spark reads; ``None`` for files this engine reads like the embedded
+        one."""
+        from ppdm.compute.spark_ids import SparkIdSet
+
+        if not self.reads(spec):
+            return None
+        return SparkIdSet(self, spec, id_column)
 
 
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0][:500] if text else type(exc).__name__
-
-
-def _col(name: str) -> Any:
-    from pyspark.sql import functions as F
-
-    return F.col("`" + name.replace("`", "``") + "`")
-
-
-def _partition_id() -> int:
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    return int(ctx.partitionId()) if ctx is not None else 0
 
 
 # ---------------------------------------------------------------------------------------
@@ -407,7 +449,7 @@ def _items_kernel(t: str, i: str, chunk_rows: int) -> Callable[[Iterator[Any]], 
                 inverse.ravel(), weights=np.concatenate(counts), minlength=len(items_u)
             ).astype(np.int64)
         yield pd.DataFrame(
-            {"part": [_partition_id()], "n": [n], "bad": [bad], "data": [_pack(state)]}
+            {"part": [partition_id()], "n": [n], "bad": [bad], "data": [pack(state)]}
         )
 
     return kernel
@@ -428,9 +470,9 @@ class SparkCounter:
 
         def level1() -> list[Any]:
             rows = (
-                self._df.repartition(engine.partitions(), _col(t))
-                .sortWithinPartitions(_col(t))
-                .mapInPandas(_items_kernel(t, i, self.chunk_rows), _KERNEL_SCHEMA)
+                self._df.repartition(engine.partitions(), col(t))
+                .sortWithinPartitions(col(t))
+                .mapInPandas(_items_kernel(t, i, self.chunk_rows), KERNEL_SCHEMA)
                 .collect()
             )
             return rows
@@ -440,7 +482,7 @@ class SparkCounter:
         if any(r["bad"] for r in rows):
             raise ConfigError(f"{spec.describe()}: the transaction id column has empty values")
         self.n_transactions = int(sum(int(r["n"]) for r in rows))
-        parts = [_unpack(bytes(r["data"])) for r in rows]
+        parts = [unpack(bytes(r["data"])) for r in rows]
         parts = [p for p in parts if "items" in p and len(p["items"])]
         if parts:
             every = np.concatenate([label_array(p["items"]) for p in parts])
@@ -465,6 +507,12 @@ class SparkCounter:
         """Support count of every label of :attr:`items`."""
         return self._item_counts.copy()
 
+    def candidate_rows(self, items: Sequence[Any]) -> Any:
+        """The rows of ``items`` (a DataFrame): the ``item IN (...)`` filter is pushed
+        into the scan of a Parquet dataset or catalog table (``PushedFilters`` of its
+        plan) and into a JDBC query's ``WHERE``."""
+        return self._df.where(col(self._spec.item_column).isin(list(items)))
+
     def count(self, candidates: Sequence[tuple]) -> np.ndarray:
         """Support counts of ``candidates`` (tuples of labels), in order, as ``int64``."""
         out = np.zeros(len(candidates), dtype=np.int64)
@@ -485,9 +533,9 @@ class SparkCounter:
 
         def job() -> list[Any]:
             sub = (
-                self._df.where(_col(i).isin(needed))  # pushed into the Parquet scan
-                .repartition(engine.partitions(), _col(t))
-                .sortWithinPartitions(_col(t))
+                self.candidate_rows(needed)
+                .repartition(engine.partitions(), col(t))
+                .sortWithinPartitions(col(t))
             )
             kernel = _count_kernel(t, i, wanted, pairs, self.chunk_rows)
             return sub.mapInPandas(kernel, "counts binary").collect()
@@ -511,232 +559,3 @@ def _native(x: Any) -> Any:
 
 def _order_key(x: Any) -> tuple[int, Any]:
     return (0, x) if isinstance(x, int) else (1, str(x))
-
-
-# ---------------------------------------------------------------------------------------
-# k-means
-
-
-#: Keys of a kernel's step whose arrays are concatenated across batches (one value per
-#: record); the other keys are added.
-_PER_RECORD = ("ids", "labels")
-
-
-def _records_kernel(
-    id_column: str, columns: list[str], step: Callable[[np.ndarray, np.ndarray], dict[str, Any]]
-) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """A per-partition kernel over ``(ids, x)`` batches in id order: ``step`` maps each
-    batch to arrays that are added (sums, counts) or concatenated (per record); one row
-    per partition, tagged with its index. Missing or infinite values set ``bad`` (the
-    driver names the fault; no value leaves the executor in an error)."""
-
-    def kernel(frames: Iterator[Any]) -> Iterator[Any]:
-        import pandas as pd
-
-        added: dict[str, Any] = {}
-        joined: dict[str, list[np.ndarray]] = {}
-        n, bad = 0, False
-        for pdf in frames:
-            if not len(pdf):
-                continue
-            if pdf[id_column].isna().any():
-                bad = True
-                break
-            ids = pdf[id_column].to_numpy()
-            x = pdf[columns].to_numpy(dtype=np.float64) if columns else np.zeros((len(pdf), 0))
-            if not np.all(np.isfinite(x)):
-                bad = True
-                break
-            n += len(x)
-            for key, value in step(ids, x).items():
-                if key in _PER_RECORD:
-                    joined.setdefault(key, []).append(np.asarray(value))
-                else:
-                    added[key] = added[key] + value if key in added else value
-        state = {**added, **{k: np.concatenate(v) for k, v in joined.items()}}
-        yield pd.DataFrame(
-            {"part": [_partition_id()], "n": [n], "bad": [bad], "data": [_pack(state)]}
-        )
-
-    return kernel
-
-
-def _pack(state: dict[str, Any]) -> bytes:
-    """The arrays of a partition's result as one ``npz`` blob (numpy's own format)."""
-    import io
-
-    buf = io.BytesIO()
-    np.savez(buf, **{k: np.asarray(v) for k, v in state.items()})  # type: ignore[arg-type]
-    return buf.getvalue()
-
-
-def _unpack(blob: bytes) -> dict[str, np.ndarray]:
-    import io
-
-    with np.load(io.BytesIO(blob), allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
-
-
-_KERNEL_SCHEMA = "part int, n long, bad boolean, data binary"
-
-
-class SparkRecords:
-    """A party's records for horizontal k-means on Spark
-    (:class:`ppdm.mining.kmeans.LocalRecords`, module docstring): range-partitioned by
-    id, every Lloyd step one Spark job; only the ids and each record's label come back to
-    the driver (8 bytes a record each, as in the embedded streamed path)."""
-
-    def __init__(self, engine: SparkEngine, spec: SourceSpec, columns: list[str], id_column: str):
-        self._engine = engine
-        self.where = spec.describe()
-        self.columns = columns
-        self.id_column = id_column
-        df = engine.frame(spec, [id_column, *columns])
-        df = df.select(_col(id_column), *[_col(c).cast("double").alias(c) for c in columns])
-        self._df = df.repartitionByRange(engine.partitions(), _col(id_column)).sortWithinPartitions(
-            _col(id_column)
-        )
-        self.scans = 0
-        d = len(columns)
-
-        def first(ids: np.ndarray, x: np.ndarray) -> dict[str, Any]:
-            return {
-                "s_abs": np.abs(x).sum(axis=0),
-                "s": x.sum(axis=0),
-                "s2": (x**2).sum(axis=0),
-                "ids": ids,
-            }
-
-        parts = self._scan("reading the records", first)
-        ids = [p["ids"] for p in parts if "ids" in p]
-        self.ids = np.concatenate(ids) if ids else np.zeros(0)
-        if len(self.ids) > 1 and np.any(self.ids[1:] == self.ids[:-1]):
-            raise ConfigError(f"{self.where}: the id column has duplicate ids")
-        self._sizes = [int(p["__n"]) for p in parts]
-        self.shape = (len(self.ids), d)
-        zero = np.zeros(d)
-        self._sums = tuple(
-            sum((p.get(k, zero) for p in parts), zero.copy()) for k in ("s_abs", "s", "s2")
-        )
-        self._head_frame = df.orderBy(_col(id_column))
-
-    def __len__(self) -> int:
-        return self.shape[0]
-
-    def _scan(self, what: str, step: Callable[[np.ndarray, np.ndarray], dict[str, Any]]):
-        kernel = _records_kernel(self.id_column, self.columns, step)
-        self.scans += 1
-        rows = self._engine.run(
-            what, lambda: self._df.mapInPandas(kernel, _KERNEL_SCHEMA).collect()
-        )
-        rows = sorted(rows, key=lambda r: r["part"])
-        if any(r["bad"] for r in rows):
-            raise ConfigError(
-                f"{self.where}: the attributes or ids have missing or infinite values"
-            )
-        out = []
-        for r in rows:
-            part = _unpack(bytes(r["data"]))
-            part["__n"] = np.asarray(r["n"], dtype=np.int64)
-            out.append(part)
-        if hasattr(self, "_sizes") and [int(p["__n"]) for p in out] != self._sizes:
-            raise ConfigError(f"{self.where}: the records changed during the job")
-        return out
-
-    def head(self, k: int) -> np.ndarray:
-        pdf = self._engine.run("reading the first records", self._head_frame.limit(k).toPandas)
-        return pdf[self.columns].to_numpy(dtype=np.float64)
-
-    def column_sums(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return self._sums  # type: ignore[return-value]
-
-    def cluster_sums(self, centers: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-        from ppdm.mining.kmeans import assign
-
-        centers = np.asarray(centers, dtype=np.float64)
-        k, d = centers.shape
-        step_rows = max(1, _ASSIGN_CELLS // max(1, k * d))
-
-        def step(ids: np.ndarray, x: np.ndarray) -> dict[str, Any]:
-            sums = np.zeros((k, d))
-            labels = np.empty(len(x), dtype=np.int64)
-            d2_sum = 0.0
-            for lo in range(0, len(x), step_rows):
-                part = x[lo : lo + step_rows]
-                lab, d2 = assign(part, centers)
-                labels[lo : lo + len(part)] = lab
-                np.add.at(sums, lab, part)
-                d2_sum += float(d2.sum())
-            return {
-                "sums": sums,
-                "counts": np.bincount(labels, minlength=k).astype(np.int64),
-                "labels": labels,
-                "d2": np.float64(d2_sum),
-            }
-
-        parts = self._scan("assigning records to centers", step)
-        sums = np.zeros((k, d))
-        counts = np.zeros(k, dtype=np.int64)
-        d2_sum = 0.0
-        labels = []
-        for p in parts:
-            if "sums" in p:
-                sums += p["sums"]
-                counts += p["counts"]
-                d2_sum += float(p["d2"])
-                labels.append(p["labels"])
-        lab = np.concatenate(labels) if labels else np.zeros(0, dtype=np.int64)
-        return lab, sums, counts, d2_sum
-
-    def project(self, u: np.ndarray) -> np.ndarray:
-        """``x @ u`` for every record, in id order (one Spark job)."""
-        u = np.asarray(u, dtype=np.float64)
-        parts = self._scan("projecting the records", lambda ids, x: {"labels": x @ u})
-        vals = [p["labels"] for p in parts if "labels" in p]
-        return np.concatenate(vals) if vals else np.zeros(0)
-
-    def group_sums(self, labels: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Per-group sums and counts of the records labelled ``labels`` (in id order)."""
-        labels = np.asarray(labels, dtype=np.int64)
-        if len(labels) != self.shape[0]:
-            raise ValueError("one label per record is needed")
-        offsets = np.concatenate([[0], np.cumsum(self._sizes)]).astype(np.int64)
-        d, columns = self.shape[1], self.columns
-        shared = self._engine.run(
-            "sharing the labels", lambda: self._engine.session().sparkContext.broadcast(labels)
-        )
-
-        # The group sums need each record's position: the partition's offset plus the
-        # rows it has passed (the kernel keeps that count).
-        def kernel(frames: Iterator[Any]) -> Iterator[Any]:
-            import pandas as pd
-
-            pid = _partition_id()
-            at = int(offsets[pid]) if pid < len(offsets) else 0
-            sums = np.zeros((k, d))
-            n = 0
-            for pdf in frames:
-                if not len(pdf):
-                    continue
-                x = pdf[columns].to_numpy(dtype=np.float64) if columns else np.zeros((len(pdf), 0))
-                lab = shared.value[at + n : at + n + len(x)]
-                np.add.at(sums, lab, x)
-                n += len(x)
-            yield pd.DataFrame(
-                {"part": [pid], "n": [n], "bad": [False], "data": [_pack({"sums": sums})]}
-            )
-
-        self.scans += 1
-        try:
-            rows = self._engine.run(
-                "summing groups", lambda: self._df.mapInPandas(kernel, _KERNEL_SCHEMA).collect()
-            )
-        finally:
-            with contextlib.suppress(Exception):
-                shared.destroy()
-        if sorted(int(r["n"]) for r in rows) != sorted(self._sizes):
-            raise ConfigError(f"{self.where}: the records changed during the job")
-        sums = np.zeros((k, d))
-        for r in rows:
-            sums += _unpack(bytes(r["data"]))["sums"]
-        return sums, np.bincount(labels, minlength=k).astype(np.int64)

@@ -75,8 +75,9 @@ def ids_digest(ids: list[Any]) -> str:
     return h.hexdigest()
 
 
-def party_ids(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> list[Any]:
-    """This party's ids: generated, from ``[inputs]`` or from its records' id column."""
+def party_ids(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> Any:
+    """This party's ids: generated, from ``[inputs]`` or from its records' id column (a
+    list, or the ids a compute engine encoded, :meth:`ppdm.compute.ComputeEngine.id_set`)."""
     if params.get("generate_n") is not None:
         n = params["generate_n"]
         if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= MAX_GENERATED:
@@ -101,6 +102,19 @@ def party_ids(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> lis
         raise ConfigError("id_column must be a column name")
     if not isinstance(sep, str) or len(sep) != 1:
         raise ConfigError("sep must be one character")
+    table = ctx.settings.get("data") or {}
+    if isinstance(table, Mapping) and data in table:
+        # A Spark node encodes its ids on the executors: the node holds their 16-byte
+        # blocks and, after the protocol, the common ids only (ppdm.compute.SparkIdSet).
+        from pathlib import Path
+
+        from ppdm.jobs.mining import party_engine
+        from ppdm.sources import parse_data_entry
+
+        spec = parse_data_entry(data, table[data], base_dir=Path(ctx.base_dir))
+        encoded = party_engine(ctx).id_set(spec, id_column)
+        if encoded is not None:
+            return encoded
     # Only the id column is read (a SQL SELECT of it, a Parquet projection, or the CSV).
     records = read_party_records(ctx, data, sep=sep, id_column=id_column, columns=[])
     if records.ids is None:

@@ -469,6 +469,17 @@ class Endpoint(Network):
         """The job ended at this party (closed or aborted)."""
         return self._closed
 
+    def failure(self) -> PartyFailure | None:
+        """Why the job is over (this party's or a peer's abort, a lost peer): what its
+        next receive would raise; ``None`` while it runs. For local work that does not
+        receive for a long time (a compute engine's jobs, :mod:`ppdm.compute`)."""
+        with self._cond:
+            try:
+                self._raise_if_aborted(self._me, "")
+            except PartyFailure as exc:
+                return exc
+        return None
+
     @property
     def unread_bytes(self) -> int:
         """Bytes delivered to this job that it has not read yet (all senders)."""

@@ -72,5 +72,7 @@ def input_identity(ctx: PartyContext, key: str) -> str:
         spec = parse_data_entry(name, ctx.settings["data"][name], base_dir=ctx.base_dir)
         if spec.kind == "sql":
             return f"sql:{spec.url}:{spec.table or getattr(spec, 'query', '')}"
+        if spec.kind == "spark-table":  # a table of the Spark catalog (ppdm.compute)
+            return f"spark-table:{spec.table}"
         return f"{spec.kind}:{Path(spec.file_path).resolve()}"
     return f"file:{Path(ctx.data_path(name)).resolve()}"

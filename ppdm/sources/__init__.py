@@ -106,6 +106,10 @@ def open_spec(spec: SourceSpec, *, fmt: str = "auto", sep: str = ",") -> DataSou
         return FileSource(spec, fmt=fmt, sep=sep)
     if spec.kind == "parquet":
         return ParquetDatasetSource(spec)
+    if spec.kind == "spark-table":
+        raise ConfigError(
+            f'{spec.describe()}: a Spark catalog table is read by [compute] engine = "spark" only'
+        )
     return SqlSource(spec)
 
 
@@ -145,6 +149,8 @@ def check_source(data: Mapping[str, Any] | None, key: str, *, base_dir: Path, pa
     reading the data or connecting: the entry is valid, a file or dataset exists, a SQL
     source's password can be read (set, or a private file). :class:`ConfigError` if not."""
     spec = _entry(data, key, base_dir, party)
+    if spec.kind == "spark-table":
+        return  # in the Spark engine's catalog: nothing on this host to check
     if spec.kind == "sql":
         if spec.scheme == "sqlite":
             if spec.path is None or not spec.path.is_file():
@@ -182,7 +188,7 @@ def source_version(data: Mapping[str, Any] | None, key: str, *, base_dir: Path, 
 
     spec = _entry(data, key, base_dir, party)
     h = hashlib.sha256()
-    if spec.kind == "sql":
+    if spec.kind in ("sql", "spark-table"):
         h.update(json.dumps([spec.url, spec.table, spec.query]).encode())
         return h.hexdigest()
     path = spec.file_path

@@ -13,6 +13,10 @@ or a table naming the kind of source::
     transaction_column = "tid"       # the long layout: one row per (transaction, item)
     item_column = "item"
 
+    [data.lake]
+    kind = "spark-table"             # a table of the Spark catalog (engine = "spark" only)
+    table = "sales.baskets"
+
     [data.customers]
     kind = "sql"
     url = "postgresql://ppdm_reader@db.example.org:5432/shop"
@@ -52,7 +56,7 @@ __all__ = [
     "resolve_password",
 ]
 
-KINDS = ("file", "parquet", "sql")
+KINDS = ("file", "parquet", "sql", "spark-table")
 FILE_FORMATS = ("auto", "fimi", "basket", "records", "parquet")
 ENGINES = ("auto", "memory", "stream")
 SQL_SCHEMES = ("postgresql", "postgres", "sqlite")
@@ -62,6 +66,7 @@ _KEYS = {
     "file": _COMMON_KEYS | {"path", "format", "sep"},
     "parquet": _COMMON_KEYS | {"path"},
     "sql": _COMMON_KEYS | {"url", "table", "query", "password_env", "password_file"},
+    "spark-table": _COMMON_KEYS | {"table"},
 }
 _SECRET_KEYS = {"password", "passwd", "pass", "secret", "pwd"}
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
@@ -118,6 +123,8 @@ class SourceSpec:
         if self.kind == "sql":
             what = f"table {self.table}" if self.table else "a query"
             return f"data {self.key!r} (sql {self.url}, {what})"
+        if self.kind == "spark-table":
+            return f"data {self.key!r} (spark-table {self.table})"
         return f"data {self.key!r} ({self.kind} {self.path})"
 
 
@@ -209,6 +216,14 @@ def parse_data_entry(key: str, entry: Any, *, base_dir: Path, where: str = "[dat
         if sep is not None and (len(sep) != 1 or sep in '\r\n"'):
             raise ConfigError(f"{here}: sep must be one character (not a quote or newline)")
         return SourceSpec(path=_absolute(path, base_dir), format=fmt, sep=sep, **common)
+    if kind == "spark-table":
+        # A table of the Spark engine's catalog ("name", "db.name", "catalog.db.name"),
+        # read by that engine only (docs/scale.md).
+        name = _string(entry, "table", here)
+        parts = (name or "").split(".")
+        if name is None or len(parts) > 3 or not all(_IDENTIFIER.match(p) for p in parts):
+            raise ConfigError(f"{here}: table must be a catalog table name such as db.name")
+        return SourceSpec(table=name, **common)
     url = _string(entry, "url", here)
     if url is None:
         raise ConfigError(f"{here}: a sql source needs a url")

@@ -80,3 +80,39 @@ def test_an_engine_failure_is_a_public_fault_class_without_its_message():
     assert COMPUTE_FAULT in ERROR_CODES
     assert public.party == "alice"
     assert "secret-item" not in public.text()
+
+
+def test_a_spark_catalog_table_entry_is_checked_and_needs_no_local_file(tmp_path):
+    """``kind = "spark-table"``: a table name (``name``, ``db.name``,
+    ``catalog.db.name``), nothing else; the node's pre-job check passes without a
+    file (the table lives in the Spark catalog), its audit version is the table name,
+    and the embedded engine refuses to read it with one line."""
+    from ppdm.sources import check_source, open_spec, parse_data_entry, source_version
+
+    spec = parse_data_entry(
+        "lake", {"kind": "spark-table", "table": "sales.baskets"}, base_dir=tmp_path
+    )
+    assert (spec.kind, spec.table, spec.path) == ("spark-table", "sales.baskets", None)
+    assert spec.describe() == "data 'lake' (spark-table sales.baskets)"
+    for bad in ("sales.baskets; drop", "a.b.c.d", "", "sales..baskets", 7):
+        with pytest.raises(ConfigError, match="table"):
+            parse_data_entry("lake", {"kind": "spark-table", "table": bad}, base_dir=tmp_path)
+    with pytest.raises(ConfigError, match="unknown key"):
+        parse_data_entry(
+            "lake", {"kind": "spark-table", "table": "t", "path": "x"}, base_dir=tmp_path
+        )
+    data = {"lake": {"kind": "spark-table", "table": "sales.baskets"}}
+    check_source(data, "lake", base_dir=tmp_path, party="alice")
+    one = source_version(data, "lake", base_dir=tmp_path, party="alice")
+    other = source_version(
+        {"lake": {"kind": "spark-table", "table": "sales.other"}},
+        "lake",
+        base_dir=tmp_path,
+        party="alice",
+    )
+    assert one != other
+    with pytest.raises(ConfigError) as info:
+        open_spec(spec)
+    assert str(info.value).count("\n") == 0 and 'engine = "spark" only' in str(info.value)
+    with pytest.raises(ConfigError, match='engine = "spark" only'):
+        EmbeddedEngine().local_counter(spec)

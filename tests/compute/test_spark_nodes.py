@@ -8,7 +8,8 @@ engine on FIMI and CSV files. Every result must equal the all-embedded in-proces
 the same job on the same partitions and the centralized references (pyfim and mlxtend
 for the itemsets and rules, scikit-learn's Lloyd for k-means). A lost Spark driver ends
 the next job with the fault class ``compute-failed`` at every party; the node then starts
-a new session.
+a new session. A Spark step past a short job timeout is cancelled on Spark and the job
+fails at every party naming alice.
 
 One Spark session for the module (in alice's node): the JVM starts once.
 """
@@ -117,6 +118,16 @@ def bed(tmp_path_factory, fimi_dir, tier_unavailable):
         frame = pd.read_csv(out / manifest["parties"]["alice"]["file"])
         frame.sample(frac=1.0, random_state=3).to_parquet(target, index=False)
         spark_data[key] = {"kind": "parquet", "path": str(target)}
+    # A table that keeps alice's Spark counting busy for far longer than a 5 s job
+    # timeout (8M rows); the others hold the small baskets under the same key.
+    rng = np.random.default_rng(11)
+    rows = 8_000_000
+    pd.DataFrame(
+        {"tid": np.arange(rows, dtype=np.int64) // 8, "item": rng.integers(0, 500, rows)}
+    ).to_parquet(root / "alice-big.parquet", index=False)
+    spark_data["big"] = {"kind": "parquet", "path": str(root / "alice-big.parquet")}
+    for p in PARTIES[1:]:
+        set_party_data(testbed.settings_path(p), "big", root / "baskets.dat")
     update_toml_file(
         testbed.settings_path("alice"),
         {
@@ -365,3 +376,32 @@ def test_a_lost_spark_driver_fails_the_job_as_compute_failed_at_every_party(bed)
     again = testbed.run_job("assoc", params, timeout=300)
     assert again["state"] == "succeeded", again["error"]
     assert again["parties"]["alice"]["result"] == ok["parties"]["alice"]["result"]
+
+
+@pytest.mark.timeout(900)
+def test_a_spark_job_past_the_job_timeout_is_cancelled_and_the_job_fails_everywhere(bed):
+    """Alice's Spark counting of 8M rows under a 5 s job timeout: her Spark job group is
+    cancelled (tasks interrupted) and the job fails at every party with a fault class
+    naming alice -- ``source-timeout`` if her own bound fires first, ``party_failure``
+    if a peer's receive gives up on her first and its abort ends her job; either way her
+    executors are free for the next job."""
+    testbed, _, _ = bed
+    params = {
+        "mode": "horizontal",
+        "min_support": SUPPORT,
+        "min_confidence": CONFIDENCE,
+        "min_aggregate": 0,
+        "data": "big",
+    }
+    doc = testbed.run_job("assoc", params, initiator="bob", timeout=5)
+    assert doc["state"] == "failed", doc
+    for p in PARTIES:
+        entry = doc["parties"][p]
+        assert entry["error_party"] == "alice", (p, entry)
+        assert entry["error_code"] in ("source-timeout", "party_failure"), (p, entry)
+    deadline = time.monotonic() + 120
+    while "cancelling Spark job group" not in testbed.log("alice"):
+        assert time.monotonic() < deadline, "alice's node did not cancel its Spark jobs"
+        time.sleep(0.5)
+    again = testbed.run_job("assoc", {**params, "data": "baskets_h"}, timeout=300)
+    assert again["state"] == "succeeded", again["error"]

@@ -155,7 +155,7 @@ def test_a_hanging_or_failing_notification_never_blocks_the_node(tmp_path, caplo
         parties=("alice", "bob", "carol"),
         timeout_s=10.0,
     )
-    with caplog.at_level(logging.INFO, logger="ppdm.service.node"):
+    with caplog.at_level(logging.INFO, logger="ppdm.service.lifecycle"):
         node._notify_pending(job)  # returns at once: the command runs in its own thread
         assert "killed after" not in caplog.text  # it did not wait for the command
         deadline = time.monotonic() + HANG

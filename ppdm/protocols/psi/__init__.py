@@ -247,7 +247,9 @@ def align(
     group = tuple(parties) if parties is not None else net.parties
     if net.me not in group or len(set(group)) != len(group):
         raise ValueError(f"party {net.me!r} must be one of distinct parties {list(group)}")
-    own = IdSet.of(ids)
+    # Ids a compute engine encoded where the data live (ppdm.compute) are used as given.
+    encoded = hasattr(ids, "blocks") and hasattr(ids, "locate")
+    own: IdSet = ids if encoded else IdSet.of(ids)  # type: ignore[assignment]
     if len(own) > MAX_ITEMS:
         raise ValueError(f"at most {MAX_ITEMS} ids per party")
     if len(group) == 1:
