@@ -397,6 +397,17 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "service",
+        "audit-history-fails-open",
+        "a co-member whose audit history cannot be read adds nothing (the audit rests on "
+        "the histories it could read, and a slow member lets a differencing job through)",
+        "ppdm/service/lifecycle.py",
+        "            raise AuditHistoryUnavailable(missing)",
+        "            pass",
+        ("tests/service/test_audit_fail_closed.py",),
+        grpc=True,
+    ),
+    Mutation(
+        "service",
         "policy-min-parties-off",
         "the min_parties rule never refuses",
         "ppdm/service/policy.py",

@@ -405,7 +405,7 @@ def run_job(
     with NodeClient(settings) as client:
         # Phase 1: every member decides (the calls go out at once: one round trip).
         waiting: list[str] = []
-        proposals = {p: client.stub(p).ProposeJob.future(request, timeout=10.0) for p in members}
+        proposals = {p: client.stub(p).ProposeJob.future(request, timeout=30.0) for p in members}
         heads: dict[str, Any] = {}
         for p in members:
             try:

@@ -26,6 +26,20 @@ from ppdm.service.profiles import Disclosure, get_profile, input_identity, input
 log = logging.getLogger(__name__)
 
 INPUT_CHECK_REASON = "the job's parameters do not fit this party's data"
+#: The refusal when a co-member's audit history cannot be read: the audit fails closed
+#: (a job that a slow or silent member's history would refuse must not run for it).
+HISTORY_UNAVAILABLE_REASON = (
+    "the audit history of co-member(s) {peers} could not be read, so the audit cannot rule "
+    "out that this job, with earlier ones, singles out a member"
+)
+
+
+class AuditHistoryUnavailable(PPDMError):
+    """``peer_history`` could not read the audit history of these co-members."""
+
+    def __init__(self, peers: Sequence[str]) -> None:
+        self.peers = sorted(peers)
+        super().__init__(f"audit history unavailable from {', '.join(self.peers)}")
 
 
 def policy_path(settings: PartySettings) -> Path | None:
@@ -63,7 +77,8 @@ def decide(
 
     ``peer_history(peers, input_key)`` returns what those co-members report of their
     audited sums on that input (the node asks over ``AuditHistory``; the dry run does
-    not).
+    not), or raises :class:`AuditHistoryUnavailable` when one of them does not answer:
+    the job is then refused (the audit fails closed).
 
     Returns the decision, the job's declared leakage and the audit record (or ``None``).
     Refusals carry fixed reasons; the data-dependent details go to the local log.
@@ -122,7 +137,12 @@ def decide(
         reported: list[dict[str, Any]] = []
         if peer_history is not None and disclosure.aggregate in ("sum", "union"):
             peers = [p for p in disclosure.participants if p != me]
-            reported = peer_history(peers, disclosure.audit_key)
+            try:
+                reported = peer_history(peers, disclosure.audit_key)
+            except AuditHistoryUnavailable as exc:
+                log.warning("job %s refused by the audit: %s", job_id, exc)
+                reason = HISTORY_UNAVAILABLE_REASON.format(peers=", ".join(exc.peers))
+                return refuse("audit", reason), disclosure, None
         limits = decision.limits
         verdict = auditor.check(
             input_key=disclosure.audit_key,

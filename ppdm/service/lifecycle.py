@@ -27,7 +27,7 @@ from ppdm.parties.consortium import NodeLimits, reload_party_tables
 from ppdm.progress import job_log_context
 from ppdm.proto.ppdm.v1 import party_pb2 as pb
 from ppdm.proto.ppdm.v1 import party_pb2_grpc
-from ppdm.service.decision import decide
+from ppdm.service.decision import AuditHistoryUnavailable, decide
 from ppdm.service.disclosure import DisclosureAuditor
 from ppdm.service.host import trim_heap
 from ppdm.service.jobstate import (
@@ -56,7 +56,7 @@ MAX_TIMEOUT_S = 7 * 24 * 3600.0
 ACCEPTED_TTL_S = NodeLimits.accepted_job_ttl_s
 MAX_NOTIFY_RUNNING = 4  # pending-job notification commands running at once
 SETTINGS_RULE = "settings"  # the refusal's rule when this party's settings cannot be read
-AUDIT_HISTORY_TIMEOUT_S = 2.0
+AUDIT_HISTORY_TIMEOUT_S = 5.0  # a loaded peer answers well within; none: refused
 FAILED_DRAIN_S = 2.0  # how long a failed job waits for its outgoing streams to close
 MAX_AUDIT_HISTORY = 10_000
 
@@ -171,8 +171,9 @@ class JobLifecycle(NodePeers):
 
     def _peer_history(self, peers: Sequence[str], input_key: str) -> list[dict[str, Any]]:
         """What ``peers`` report of their audited sums on ``input_key``, asked in
-        parallel (a peer that does not answer in time adds nothing: the audit then rests
-        on this node's own history and the others')."""
+        parallel. A peer that does not answer in time raises
+        :class:`~ppdm.service.decision.AuditHistoryUnavailable` after all have been
+        asked: the audit fails closed rather than rest on the histories it could read."""
         request = pb.AuditHistoryRequest(input_key=input_key)
 
         def ask(peer: str) -> Any:
@@ -190,6 +191,7 @@ class JobLifecycle(NodePeers):
         calls = [(peer, pool.submit(ask, peer)) for peer in peers]
         names = set(self.consortium.names)
         out = []
+        missing = []
         for peer, call in calls:
             try:
                 reply = call.result()
@@ -197,6 +199,7 @@ class JobLifecycle(NodePeers):
                 log.warning("audit history from %s not available: %s", peer, exc.code())  # type: ignore[attr-defined]
                 if exc.code() == grpc.StatusCode.UNAVAILABLE:  # type: ignore[attr-defined]
                     self.reset_channel(peer)
+                missing.append(peer)
                 continue
             for q in reply.queries[:MAX_AUDIT_HISTORY]:
                 parties = list(q.parties)
@@ -209,6 +212,8 @@ class JobLifecycle(NodePeers):
                     and kind in ("sum", "union")
                 ):
                     out.append({"job_id": q.job_id, "kind": kind, "parties": parties})
+        if missing:
+            raise AuditHistoryUnavailable(missing)
         return out
 
     def audit_history(self, input_key: str) -> list[dict[str, Any]]:

@@ -64,6 +64,8 @@ def test_mean_change_rule_overfits_on_some_seed(ages):
             z, Noise("uniform", 20.0), bins=20, bounds=(lo, hi), stopping="mean-change"
         )
         ratios.append(_tv(rec.probabilities, truth) / _tv(noisy, truth))
+        if ratios[-1] > 0.5:
+            break  # one overfitting seed is the point; the later ones iterate for long
     assert max(ratios) > 0.5
 
 
