@@ -72,7 +72,13 @@ union; one more batched test for the candidate rules. With ``min_aggregate > 0``
 level's test has ``1 + C(n, colluders)`` entries per union
 itemset and ``C(n, colluders)`` ANDs per itemset, ``ceil(log2(1 + C(n, colluders)))``
 more hops: with 3 parties about 4x the test's bytes and 11 hops instead of 9
-(docs/mining.md has measurements).
+(docs/mining.md has measurements). The mining stops without a union at the first level
+whose candidates (``apriori_gen`` of the public frequent itemsets) are empty: every party
+knows it. A party's own counting is a few numpy calls per level (level 1 from its item
+counts; longer candidates by packed-bit ANDs); on retail at 1 % the threshold tests and
+the unions' scalar multiplications are most of the miner's time, and reading the party's
+file costs more than either (docs/mining.md, "Where the time goes";
+``benchmarks/horizontal_profile.py``).
 """
 
 from __future__ import annotations
@@ -145,7 +151,75 @@ class TransactionCounter:
         self.items = db.items
 
     def count(self, candidates: Sequence[tuple]) -> np.ndarray:
-        return support_counts(self.db, candidates)
+        fast = _count_sorted_tuples(self.db, candidates)
+        return support_counts(self.db, candidates) if fast is None else fast
+
+    def item_counts(self) -> np.ndarray:
+        """The count of every label of :attr:`items`, aligned (level 1 in one call)."""
+        return self.db.item_counts()
+
+
+#: Bytes of packed bit-columns AND-ed at once by :func:`_count_sorted_tuples`.
+_AND_CHUNK_BYTES = 32 << 20
+
+
+def _count_sorted_tuples(db: TransactionDB, candidates: Sequence[tuple]) -> np.ndarray | None:
+    """Support counts of a level's candidates in a few numpy calls, or ``None`` when they
+    are not the shape Apriori makes (tuples of one length ``>= 2``, strictly increasing
+    labels of the database's kind); the caller then counts with
+    :func:`~ppdm.mining.itemsets.support_counts`, which gives the same numbers.
+
+    The labels become positions by one ``searchsorted`` over the sorted item labels
+    (no Python lookup per item), and each candidate's count is the popcount of the AND
+    of its items' packed bit-columns."""
+    if not candidates or db.n_transactions == 0 or db.n_items == 0:
+        return None
+    k = len(candidates[0])
+    if k < 2:
+        return None
+    kind = db.items.dtype
+    try:  # ragged tuples (numpy >= 1.24) or labels beyond the dtype raise
+        labels = np.array(candidates, dtype=kind if kind.kind in "iu" else None)
+    except (OverflowError, TypeError, ValueError):
+        return None
+    if labels.shape != (len(candidates), k) or labels.dtype.kind != kind.kind:
+        return None
+    if not np.all(labels[:, 1:] > labels[:, :-1]):
+        return None
+    pos = np.searchsorted(db.items, labels)
+    found = np.all(db.items[np.minimum(pos, db.n_items - 1)] == labels, axis=1)
+    out = np.zeros(len(candidates), dtype=np.int64)
+    if not found.any():
+        return out
+    distinct, rows = np.unique(pos[found], return_inverse=True)
+    rows = rows.reshape(-1, k)
+    bits = _packed_columns(db, distinct)
+    counts = np.empty(len(rows), dtype=np.int64)
+    step = max(1, _AND_CHUNK_BYTES // max(bits.shape[1] * bits.itemsize, 1))
+    for lo in range(0, len(rows), step):
+        part = rows[lo : lo + step]
+        acc = bits[part[:, 0]]
+        for j in range(1, k):
+            np.bitwise_and(acc, bits[part[:, j]], out=acc)
+        counts[lo : lo + step] = np.bitwise_count(acc).sum(axis=1, dtype=np.int64)
+    out[found] = counts
+    return out
+
+
+def _packed_columns(db: TransactionDB, positions: np.ndarray) -> np.ndarray:
+    """Packed bit-columns of the item ``positions`` (sorted, distinct), one row each: from
+    the row-wise entries of only those items when a dense ``len(positions) x
+    n_transactions`` boolean fits in :data:`_AND_CHUNK_BYTES` (a level's few frequent
+    items; no sort of the whole database), else :meth:`TransactionDB.bit_matrix`."""
+    if len(positions) * db.n_transactions > _AND_CHUNK_BYTES:
+        return db.bit_matrix(positions)
+    col_of = np.full(db.n_items, -1, dtype=np.int64)
+    col_of[positions] = np.arange(len(positions))
+    col = col_of[db.indices]
+    keep = np.flatnonzero(col >= 0)
+    dense = np.zeros((len(positions), 64 * db.n_words), dtype=bool)
+    dense[col[keep], db.row_ids()[keep]] = True
+    return np.packbits(dense, axis=1).view(np.uint64)  # whole words: 8x fewer popcounts
 
 
 #: The label widths (bytes) :func:`agree_label_bytes` rounds up to.
@@ -154,9 +228,13 @@ LABEL_WIDTHS = (4, 8, 16, 32, 64, 128, 255)
 
 def local_label_bytes(db: TransactionDB | LocalCounter) -> int:
     """Bytes the longest label of ``db`` needs (ints: big-endian, strings: UTF-8)."""
-    labels = [native_label(x) for x in db.items]
-    if not labels:
+    items = np.asarray(db.items)
+    if not len(items):
         return 1
+    if np.issubdtype(items.dtype, np.integer):  # one max, not a Python call per label
+        widest = max(abs(int(items.max())), abs(int(items.min())))
+        return max(1, (widest.bit_length() + 7) // 8)
+    labels = [native_label(x) for x in items.tolist()]
     if isinstance(labels[0], str):
         return max(len(x.encode("utf-8")) for x in labels)
     return max(1, max((int(x).bit_length() + 7) // 8 for x in labels))
@@ -250,13 +328,23 @@ def horizontal_association_rules(
     prog.start("association levels", max_len)
     while max_len is None or k <= max_len:
         sub = net.scoped(f"assoc/level{k}")
-        candidates = [(native_label(x),) for x in db.items] if k == 1 else apriori_gen(prev)
-        local_counts = counter.count(candidates) if candidates else np.zeros(0, dtype=np.int64)
-        locally_large = [
-            c
-            for c, n in zip(candidates, local_counts, strict=True)
-            if db.n_transactions and n >= local_threshold
-        ]
+        if k == 1:
+            candidates, local_counts = _single_items(counter)
+        else:
+            candidates = _candidates(prev, k)
+            if not candidates:
+                # apriori_gen of the public L_{k-1} is the same at every party: all stop
+                # here together, without a union that could only hold fakes.
+                levels.append({"k": k, "candidates_union": 0, "frequent": 0})
+                log.info("level %d: no candidates", k)
+                prog.advance()
+                break
+            local_counts = counter.count(candidates)
+        if db.n_transactions:
+            keep = np.flatnonzero(np.asarray(local_counts) >= local_threshold)
+        else:
+            keep = np.zeros(0, dtype=np.int64)
+        locally_large = [candidates[i] for i in keep.tolist()]
         encoded = [encode_itemset(c, label_bytes=label_bytes) for c in locally_large]
         max_bytes = k * (label_bytes if kind is int else label_bytes + 1)
         union_bytes = secure_set_union(
@@ -269,8 +357,7 @@ def horizontal_association_rules(
         if union:
             # Every union itemset is a candidate of this level (at level 1, an item this
             # party lacks counts 0): reuse the local counts instead of counting again.
-            counted = dict(zip(candidates, local_counts.tolist(), strict=True))
-            counts = np.array([counted.get(c, 0) for c in union], dtype=np.int64)
+            counts = _union_counts(union, candidates, local_counts)
             local_of.update(zip(union, counts.tolist(), strict=True))
             totals = None
             if coalitions:
@@ -314,6 +401,42 @@ def horizontal_association_rules(
         )
     rules = _private_rules(net, local_of, list(frequent), frac, session)
     return AssocResult(n_total, min_support, min_confidence, frequent, rules, False, levels)
+
+
+def _single_items(counter: LocalCounter) -> tuple[list[tuple], np.ndarray]:
+    """Level 1's candidates (every item of this party, as 1-tuples of plain labels) and
+    their local counts, aligned. A counter with ``item_counts()`` (both the in-memory and
+    the streamed one) gives every single-item count in one array, with no per-item
+    lookup; another counter is asked through :meth:`LocalCounter.count`."""
+    items = np.asarray(counter.items)
+    labels = items.tolist()  # plain ints / strs, in the items' order
+    if items.dtype == object:
+        labels = [native_label(x) for x in labels]
+    candidates = [(x,) for x in labels]
+    item_counts = getattr(counter, "item_counts", None)
+    if callable(item_counts):
+        counts = np.asarray(item_counts(), dtype=np.int64)
+        if counts.shape == (len(candidates),):
+            return candidates, counts
+    if not candidates:
+        return candidates, np.zeros(0, dtype=np.int64)
+    return candidates, np.asarray(counter.count(candidates), dtype=np.int64)
+
+
+def _candidates(prev: list[tuple], k: int) -> list[tuple]:
+    """``apriori_gen(prev)``, the level's public candidates; at level 2 it is every pair
+    of the frequent items in order (no 1-subset to prune), made by
+    ``itertools.combinations`` in C instead of the join's Python loop."""
+    if k == 2:
+        return list(combinations(sorted({x for (x,) in prev}), 2))
+    return apriori_gen(prev)
+
+
+def _union_counts(union: list[tuple], candidates: list[tuple], counts: np.ndarray) -> np.ndarray:
+    """This party's count of every union itemset, looked up among its level's
+    ``candidates`` (an itemset it does not have as a candidate counts 0)."""
+    counted = dict(zip(candidates, np.asarray(counts).tolist(), strict=True))
+    return np.array([counted.get(c, 0) for c in union], dtype=np.int64)
 
 
 def _coalitions(
