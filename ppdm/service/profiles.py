@@ -456,6 +456,12 @@ def _assoc(
 
 
 def _read_header(ctx: PartyContext, key: str, sep: str) -> list[str]:
+    if _source_entry(ctx, key) and ctx.settings["data"][key].get("kind") == "spark-table":
+        # a table of the Spark catalog: only the party's engine can read it (issue 28)
+        from ppdm.jobs.mining_data import _party_spec, party_engine
+
+        spec = _party_spec(ctx, key)
+        return [c.strip() for c in party_engine(ctx).column_names(spec)]
     if _source_entry(ctx, key):
         from ppdm.sources import source_columns
 

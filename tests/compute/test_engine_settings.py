@@ -116,3 +116,29 @@ def test_a_spark_catalog_table_entry_is_checked_and_needs_no_local_file(tmp_path
     assert str(info.value).count("\n") == 0 and 'engine = "spark" only' in str(info.value)
     with pytest.raises(ConfigError, match='engine = "spark" only'):
         EmbeddedEngine().local_counter(spec)
+
+
+def test_a_spark_table_header_is_read_by_the_party_engine(tmp_path, monkeypatch):
+    """The node's pre-job column check (k-means' ``columns``) reads a ``spark-table``
+    entry's columns through the party's engine, which alone can read it; a file entry
+    still reads its own header."""
+    from ppdm.jobs import mining_data
+    from ppdm.jobs.registry import PartyContext
+    from ppdm.service.profiles import _read_header
+
+    asked = []
+
+    class FakeEngine:
+        def column_names(self, spec, *, sep=","):
+            asked.append(spec.table)
+            return [" age", "income "]
+
+    monkeypatch.setattr(mining_data, "party_engine", lambda ctx: FakeEngine())
+    settings = {"data": {"records": {"kind": "spark-table", "table": "lake.people"}}}
+    ctx = PartyContext(name="bob", settings=settings, base_dir=tmp_path)
+    assert _read_header(ctx, "records", ",") == ["age", "income"]
+    assert asked == ["lake.people"]
+    (tmp_path / "r.csv").write_text("x,y\n1,2\n")
+    ctx = PartyContext(name="bob", settings={"data": {"records": "r.csv"}}, base_dir=tmp_path)
+    assert _read_header(ctx, "records", ",") == ["x", "y"]
+    assert asked == ["lake.people"]

@@ -132,11 +132,15 @@ def _owned_by(token: str, party: str) -> bool:
 
 
 def _leaks(text: str) -> list[str]:
-    return [
-        t
-        for t in _private_tokens()
-        if re.search(rf"(?<![0-9A-Za-z]){re.escape(t)}(?![0-9A-Za-z])", text)
-    ]
+    """The planted secrets that stand as tokens in ``text``. A set size (two digits) is
+    not read inside a clock time or a decimal (``02:59:07``, ``0.59``): a document's
+    timestamps and wall times would match it once a minute by chance."""
+    found = []
+    for t in _private_tokens():
+        edge = "0-9A-Za-z.:" if t.isdigit() and len(t) <= 3 else "0-9A-Za-z"
+        if re.search(rf"(?<![{edge}]){re.escape(t)}(?![{edge}])", text):
+            found.append(t)
+    return found
 
 
 @settings(
