@@ -38,6 +38,7 @@ from ppdm.parties.consortium import Consortium, PartySettings
 from ppdm.parties.grpc_net import open_channel
 from ppdm.proto.ppdm.v1 import party_pb2 as pb
 from ppdm.proto.ppdm.v1 import party_pb2_grpc
+from ppdm.service.jobstate import _check_depth
 from ppdm.service.ledger import head_to_proto, record_peer_heads, signed_head_of_file
 from ppdm.service.node import MAX_TIMEOUT_S, STATE_NAMES, from_struct, to_struct
 
@@ -60,7 +61,6 @@ JOB_SCHEMA = "ppdm.job/1"
 STATUS_TIMEOUT_S = 2.0  # one GetJobStatus call, beyond its long-poll wait
 STATUS_WAIT_S = 1.0  # how long a node may hold a status call while the job runs
 SILENT_GRACE_S = 4.0  # a silent node's grace once every other party has finished
-MAX_PARAM_DEPTH = 32
 
 
 class NodeClient:
@@ -261,17 +261,6 @@ def job_status(
             except grpc.RpcError as exc:
                 out[p] = _failed_record(f"node unreachable ({_rpc_error(exc)})")
     return out
-
-
-def _check_depth(value: Any, depth: int = 0) -> None:
-    if depth > MAX_PARAM_DEPTH:
-        raise ConfigError(f"job parameters are nested deeper than {MAX_PARAM_DEPTH} levels")
-    if isinstance(value, dict):
-        for v in value.values():
-            _check_depth(v, depth + 1)
-    elif isinstance(value, list):
-        for v in value:
-            _check_depth(v, depth + 1)
 
 
 def _own_head(settings: PartySettings) -> pb.LedgerHead | None:
