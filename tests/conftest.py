@@ -4,6 +4,8 @@ cannot run here (a skip on a workstation, a failure under ``CI=true``)."""
 from __future__ import annotations
 
 import atexit
+import json
+import math
 import os
 import shutil
 import sys
@@ -87,3 +89,93 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("tiers that did not run", sep="!", red=True, bold=True)
         for line in dict.fromkeys(_NOT_RUN):
             terminalreporter.line(line)
+
+
+# -- scheduling on xdist workers: the longest work first, a module's shared fixture once ------
+#
+# ``--dist loadgroup --no-loadscope-reorder`` (pyproject's addopts) hands each worker one
+# unit of work at a time from the front of the collection. A unit is one test, or a whole
+# module when its tests share a module-scoped fixture (a Spark session, a bed of nodes, a
+# PostgreSQL server): the fixture then starts once, on one worker, instead of once on
+# every worker that happens to run one of its tests. Units are ordered longest first
+# (their times in ``tests/durations.json``, rounded to powers of two so that the order of
+# the many short tests stays pytest-randomly's), which keeps a long test from starting
+# last and running alone at the end. ``--record-durations FILE`` writes the times of a
+# run in that file's format.
+
+DURATIONS = Path(__file__).with_name("durations.json")
+_DEFAULT_S = 0.5
+_recorded: dict[str, float] = {}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--record-durations",
+        metavar="FILE",
+        default=None,
+        help="write each test's wall time (setup + call + teardown) to FILE as JSON",
+    )
+
+
+def _base_id(nodeid: str) -> str:
+    """A node id without the ``@group`` suffix xdist adds under ``--dist loadgroup``."""
+    at, bracket = nodeid.rfind("@"), nodeid.rfind("]")
+    return nodeid[:at] if at > bracket else nodeid
+
+
+def _module_scoped(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(
+        defs and defs[-1].scope in ("module", "package", "class")
+        for defs in info.name2fixturedefs.values()
+    )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]):  # type: ignore[no-untyped-def]
+    """Under ``--dist loadgroup``: before every other plugin (xdist reads the groups),
+    put the tests of a module with a module-scoped fixture in one group; after them all
+    (pytest-randomly's shuffle included), order the units longest first."""
+    # (on a worker, xdist keeps the choice in the ``loadgroup`` option, not in ``dist``)
+    loadgroup = bool(getattr(config.option, "loadgroup", False)) or (
+        config.getoption("dist", "no") == "loadgroup"
+    )
+    if loadgroup:
+        for item in items:
+            if _module_scoped(item):
+                item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    yield
+    if loadgroup and DURATIONS.is_file():
+        _longest_first(items, json.loads(DURATIONS.read_text()))
+
+
+def _longest_first(items: list[pytest.Item], known: dict[str, float]) -> None:
+    """Sort ``items`` by their unit's recorded time, in powers of two (stable: the order
+    within a class of times is the one the other plugins left)."""
+    units: dict[str, float] = {}
+    unit_of: dict[str, str] = {}
+    for item in items:
+        base = _base_id(item.nodeid)
+        unit = item.nodeid[len(base) + 1 :] if item.nodeid != base else base
+        unit_of[item.nodeid] = unit
+        units[unit] = units.get(unit, 0.0) + known.get(base, _DEFAULT_S)
+
+    def rank(item: pytest.Item) -> int:
+        return -max(0, math.floor(math.log2(units[unit_of[item.nodeid]] / _DEFAULT_S)))
+
+    items.sort(key=rank)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _recorded[_base_id(report.nodeid)] = _recorded.get(_base_id(report.nodeid), 0.0) + float(
+        report.duration
+    )
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    target = session.config.getoption("record_durations")
+    if target and not hasattr(session.config, "workerinput"):  # the controller writes
+        rows = {k: round(v, 3) for k, v in sorted(_recorded.items())}
+        Path(target).write_text(json.dumps(rows, indent=0) + "\n")

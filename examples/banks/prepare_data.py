@@ -6,8 +6,10 @@ record, as ``examples/banks.py`` splits them.
 
     python examples/banks/prepare_data.py --banks bank1,bank2,bank3,bank4 --out banks-data
 
-writes ``banks-data/BANK.csv`` for every bank; in a real consortium each bank exports its
-own file on its own host.
+writes ``banks-data/BANK.csv`` for every bank, and ``banks-data/BANK-next.csv``: the one
+customer who joins the bank next month (step 4 of the example appends it to the books, so
+the bank's second report is on books that really changed). In a real consortium each bank
+exports its own file on its own host.
 """
 
 from __future__ import annotations
@@ -34,8 +36,10 @@ def main() -> None:
     adult = pd.read_csv(SHARED / "data" / "adult" / "adult.csv", sep=";")
     owner = np.random.default_rng(args.seed).integers(0, len(banks), len(adult))
     for i, bank in enumerate(banks):
-        adult[owner == i].to_csv(out / f"{bank}.csv", sep=";", index=False)
-        print(f"{bank}: {int((owner == i).sum())} customers")
+        books = adult[owner == i]
+        books.iloc[:-1].to_csv(out / f"{bank}.csv", sep=";", index=False)
+        books.iloc[-1:].to_csv(out / f"{bank}-next.csv", sep=";", index=False, header=False)
+        print(f"{bank}: {len(books) - 1} customers (and 1 joining next month)")
 
 
 if __name__ == "__main__":
