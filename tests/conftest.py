@@ -17,6 +17,27 @@ from typing import NoReturn
 import pytest
 from hypothesis import HealthCheck, settings
 
+# One BLAS/OpenMP thread per process: the suite runs three workers (and their nodes and
+# subprocesses, which inherit this) on two cores, where numpy's second OpenBLAS thread
+# only spins against the other processes (five reconstructions: 28 CPU s with the default
+# threads, 2 s with one). xdist workers and subprocesses start with these variables;
+# this process loaded numpy already (pytest-randomly imports it), so it is limited through
+# threadpoolctl (scikit-learn's dependency) in pytest_configure. A run that chose its own
+# value keeps it.
+_ONE_THREAD = "OPENBLAS_NUM_THREADS" not in os.environ
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if _ONE_THREAD:
+        try:
+            from threadpoolctl import threadpool_limits
+        except ImportError:  # pragma: no cover - comes with scikit-learn (the dev extra)
+            return
+        threadpool_limits(1)
+
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("PPDM_SHARED", REPO.parent / "shared"))
 DATA = SHARED / "data"

@@ -412,8 +412,9 @@ def check_support_budget(
     only if it has at least ``ceil(min_support * smallest)`` of them, so the pooled
     itemsets with that many bound what every party mines locally.
     """
-    from ppdm.mining.itemsets import frequent_itemsets
+    from ppdm.mining.itemsets import COMPILED, as_transaction_db, eclat_forest, frequent_itemsets
 
+    db = as_transaction_db(db, argument="db")
     n = int(db.n_transactions)
     part = n if smallest is None else min(int(smallest), n)
     if part < 1:
@@ -427,12 +428,17 @@ def check_support_budget(
     local_support = min_support * part / n if n else min_support
     length = 1
     while max_len is None or length <= max_len:
-        found = frequent_itemsets(db, local_support, max_len=length)
-        if len(found) > budget:
+        if COMPILED:  # counted on the kernel's arrays: no dict of frozensets per length
+            forest = eclat_forest(db, local_support, max_len=length)
+            count, longest = len(forest), int(forest.sizes().max()) if len(forest) else 0
+        else:
+            found = frequent_itemsets(db, local_support, max_len=length)
+            count, longest = len(found), max(map(len, found), default=0)
+        if count > budget:
             raise ConfigError(
                 f"{option} {min_support:g} is too low for this input: more than {budget:,} "
                 "frequent itemsets (raise it, or bound the itemset length)"
             )
-        if not any(len(k) == length for k in found):
+        if longest < length:
             return
         length += 1

@@ -19,9 +19,9 @@ import logging
 import math
 import pkgutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import ppdm.cli
 from ppdm import __version__
@@ -39,6 +39,42 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"ppdm: error: {self.prog}: {message} (see --help)\n")
 
 
+class _Unreached:
+    """Stands in for the parser of a command the command line being parsed does not name
+    (:data:`ppdm.cli.command_line`): it takes every call a command module makes and
+    describes nothing. Building every command's arguments costs ~35 ms of CPU per call of
+    :func:`main` (argparse's formatter and gettext look-ups per argument); a command that
+    is not on the line is never parsed, and its name and help still list under ``--help``
+    and in the invalid-choice error."""
+
+    _actions: tuple[()] = ()
+
+    def __init__(self, **_kwargs: object) -> None:
+        self.choices: dict[str, _Unreached] = {}
+
+    def __getattr__(self, _name: str) -> Callable[..., _Unreached]:
+        return lambda *_a, **_k: self
+
+    def get_default(self, _dest: str) -> None:
+        return None
+
+
+class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """The top-level ``COMMAND`` choices: a command the command line does not name gets
+    an :class:`_Unreached` parser (its name and help are recorded as usual)."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> Any:
+        line = ppdm.cli.command_line
+        names = (name, *kwargs.get("aliases", ()))
+        if line is None or any(n in line for n in names):
+            return super().add_parser(name, **kwargs)
+        real, self._parser_class = self._parser_class, _Unreached
+        try:
+            return super().add_parser(name, **kwargs)
+        finally:
+            self._parser_class = real
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the full argument parser from every command module in :mod:`ppdm.cli`."""
     parser = _Parser(
@@ -52,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="logging level on stderr (default: WARNING)",
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", action=_Commands)
     for info in sorted(pkgutil.iter_modules(ppdm.cli.__path__), key=lambda m: m.name):
         if info.name == "main" or info.name.startswith("_"):
             continue

@@ -24,6 +24,7 @@ Each mechanism is safe against the floating-point attack of Mironov (2012):
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -164,12 +165,13 @@ def _discrete_gaussian_delta_bound(s: float, epsilon: float, d: int) -> float:
     """
     from ppdm.extras import require
 
-    norm = require("scipy.stats", "stats", "the Gaussian mechanism's calibration").norm
+    # ndtr(-x) is scipy.stats.norm.sf(x) without importing scipy.stats (a second)
+    ndtr = require("scipy.special", "stats", "the Gaussian mechanism's calibration").ndtr
 
     root = s * math.sqrt(2 * math.pi)
 
     def integral(m: float) -> float:
-        return root * float(norm.sf(m / s))
+        return root * float(ndtr(-(m / s)))
 
     def f(m: float) -> float:
         return math.exp(-(m * m) / (2 * s * s))
@@ -184,6 +186,7 @@ def _discrete_gaussian_delta_bound(s: float, epsilon: float, d: int) -> float:
     return min(1.0, max(0.0, (upper_t1 - math.exp(epsilon) * lower_t2) / root))
 
 
+@functools.lru_cache(maxsize=256, typed=True)  # a deterministic search of ~50 sums
 def calibrate_discrete_gaussian(epsilon: float, delta: float, sensitivity: int = 1) -> Fraction:
     """The smallest ``sigma`` (to 4 significant digits, rounded up) meeting ``(eps, delta)``.
 

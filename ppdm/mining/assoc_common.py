@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Self
 
-from ppdm.mining.rules import association_rules, rules_to_records
+from ppdm.mining.rules import association_rules, gc_paused, rules_to_records
 
 __all__ = [
     "AssocResult",
@@ -153,6 +153,12 @@ class AssocResult:
         )
 
     def to_json(self) -> dict[str, Any]:
+        """The result as JSON-ready values (itemsets by size, then items; the rules as
+        :func:`~ppdm.mining.rules.rules_to_records` gives them)."""
+        with gc_paused():
+            return self._json()
+
+    def _json(self) -> dict[str, Any]:
         def label(x: Any) -> Any:
             return int(x) if isinstance(x, int) else x
 
@@ -193,12 +199,13 @@ def candidate_rules(itemsets: list[frozenset]) -> list[tuple[frozenset, frozense
     from itertools import combinations
 
     out = []
-    for z in sorted(itemsets, key=lambda s: (len(s), sorted(s))):
-        if len(z) < 2:
-            continue
-        items = sorted(z)
-        for r in range(1, len(items)):
-            for x in combinations(items, r):
-                xs = frozenset(x)
-                out.append((xs, z - xs))
+    with gc_paused():
+        for z in sorted(itemsets, key=lambda s: (len(s), sorted(s))):
+            if len(z) < 2:
+                continue
+            items = sorted(z)
+            for r in range(1, len(items)):
+                for x in combinations(items, r):
+                    xs = frozenset(x)
+                    out.append((xs, z - xs))
     return out

@@ -500,8 +500,10 @@ def _private_rules(
     if not cands:
         return []
     p, q = frac.numerator, frac.denominator
-    z_counts = np.array([local_of[tuple(sorted(x | y))] for x, y in cands], dtype=np.int64)
-    x_counts = np.array([local_of[tuple(sorted(x))] for x, _ in cands], dtype=np.int64)
+    # Looked up by set: one frozenset per itemset here instead of a sort per rule.
+    of_set = {frozenset(k): v for k, v in local_of.items()}
+    z_counts = np.array([of_set[x | y] for x, y in cands], dtype=np.int64)
+    x_counts = np.array([of_set[x] for x, _ in cands], dtype=np.int64)
     excess = q * z_counts - p * x_counts
     ok = secure_sum_nonnegative(net.scoped("assoc/rules"), excess, session=session)
     return [

@@ -51,9 +51,11 @@ def _empty_db(n: int) -> TransactionDB:
 
 def _label_array(labels: list[Any]) -> np.ndarray:
     """Item labels as ``int64`` (all ints), ``str`` (all strings) or ``object``."""
-    if labels and all(isinstance(x, int | np.integer) and not isinstance(x, bool) for x in labels):
+    # The labels' few distinct types, found in C, are checked instead of every label.
+    kinds = set(map(type, labels))
+    if kinds and all(issubclass(k, int | np.integer) and not issubclass(k, bool) for k in kinds):
         return np.array(labels, dtype=np.int64)
-    if labels and all(isinstance(x, str) for x in labels):
+    if kinds and all(issubclass(k, str) for k in kinds):
         return np.array(labels, dtype=str)
     return np.array(labels, dtype=object)
 

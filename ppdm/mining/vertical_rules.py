@@ -270,7 +270,8 @@ def vertical_association_rules(
             candidates = apriori_gen(prev)
         groups: dict[tuple[str, ...], list[tuple]] = {}
         for c in candidates:
-            owners = tuple(p for p in net.parties if any(owner[x] == p for x in c))
+            held = {owner[x] for x in c}
+            owners = tuple(p for p in net.parties if p in held)
             groups.setdefault(owners, []).append(c)
         shared_cands = sum(len(c) for o, c in groups.items() if len(o) > 1)
         if guard.scale is not None and guard.used + shared_cands > guard.budget:

@@ -183,7 +183,12 @@ def _grouped_risk(codes: np.ndarray, groups: np.ndarray) -> float:
     """Largest share of one sensitive value inside a group: the linking risk of a
     group-based release."""
     g = pd.factorize(np.asarray(groups))[0]
-    counts = pd.crosstab(g, codes[:, -1]).to_numpy(dtype=np.float64)
+    # the group-by-value count table, counted at once (a crosstab aggregates in Python)
+    _, rows = np.unique(g, return_inverse=True)
+    _, cols = np.unique(codes[:, -1], return_inverse=True)
+    n_cols = int(cols.max()) + 1
+    counts = np.bincount(rows * n_cols + cols, minlength=(int(rows.max()) + 1) * n_cols)
+    counts = counts.reshape(-1, n_cols).astype(np.float64)
     return float((counts.max(axis=1) / counts.sum(axis=1)).max())
 
 

@@ -38,7 +38,6 @@ from ppdm.progress import Progress, progress_task
 from ppdm.randomness import RandomSource, make_rng
 
 special = require("scipy.special", "stats", "ppdm.perturb")
-stats = require("scipy.stats", "stats", "ppdm.perturb")
 
 __all__ = [
     "NaiveBayesModel",
@@ -181,6 +180,9 @@ def _iterate(
 ) -> tuple[np.ndarray, int, bool]:
     k = kernel.shape[1]
     theta = widths / widths.sum()  # uniform density on the whole range
+    # scipy.stats on first use: importing it costs a second, which no other command of
+    # ppdm.perturb needs
+    stats = require("scipy.stats", "stats", "ppdm.perturb")
     chi2_threshold = 0.01 * float(stats.chi2.ppf(0.95, max(k - 1, 1)))
     converged = False
     it = 0

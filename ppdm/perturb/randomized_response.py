@@ -397,6 +397,85 @@ def disclosure_risk(
     return np.where(pi > 0, risk, np.nan)
 
 
+class _CellRisks:
+    """``disclosure_risk(pi, p_qi=..., p_s=...)[pi > 0]`` for the many parameter vectors
+    that :func:`optimal_parameters` tries on one table.
+
+    The same arithmetic as :func:`disclosure_risk`, operation for operation, so the same
+    numbers, without the work a search repeats: the table's normalizations and group
+    frequencies are computed once; the sensitive factor only on the blocks of ``pi``
+    (its last two axes, the products numpy's ``@`` makes one at a time) that hold a
+    record, a few thousand of Adult's 40,320; the product only on the occupied cells.
+    And each factor is kept for the last parameters it was computed for: SLSQP's finite
+    differences move one attribute at a time, so a step of the QI retention
+    probabilities reuses the sensitive factor and the reverse.
+    """
+
+    _KEEP = 8  # factors kept per kind (a finite-difference Jacobian needs up to two)
+
+    def __init__(self, pi: np.ndarray) -> None:
+        pi = np.asarray(pi, dtype=np.float64)
+        if pi.ndim < 2:
+            raise ValueError("pi needs at least one QI axis and the sensitive axis")
+        pi = pi / pi.sum()  # disclosure_risk's normalization
+        # sensitive_reconstruction_probability's normalization and group frequencies
+        pi_s = pi / pi.sum()
+        group = pi_s.sum(axis=-1, keepdims=True)
+        freq = np.zeros_like(pi_s)
+        np.divide(pi_s, group, out=freq, where=group > 0)
+        occupied = pi > 0
+        if pi.ndim > 2:  # the blocks with a record, in order (a 2-d pi is one block)
+            blocks = occupied.reshape(-1, *pi.shape[-2:]).any(axis=(1, 2))
+            pi_s, freq, occupied = (
+                a.reshape(-1, *pi.shape[-2:])[blocks] for a in (pi_s, freq, occupied)
+            )
+        self._pi_s = pi_s
+        self._occupied = occupied
+        self._freq = freq[occupied]
+        # qi_reconstruction_probability's table and each occupied cell's QI cell
+        pi_qi = pi.sum(axis=-1)
+        self._pi_qi = pi_qi / pi_qi.sum()
+        self._qi_cell = np.flatnonzero(pi > 0) // pi.shape[-1]
+        self._s_part: dict[float, np.ndarray] = {}
+        self._qi_part: dict[tuple[float, ...], np.ndarray] = {}
+
+    @staticmethod
+    def _keep(cache: dict, key: object, value: np.ndarray) -> np.ndarray:
+        if len(cache) >= _CellRisks._KEEP:
+            del cache[next(iter(cache))]
+        cache[key] = value
+        return value
+
+    def _sensitive(self, p_s: float | None) -> np.ndarray:
+        """:func:`sensitive_reconstruction_probability` on the occupied cells."""
+        if p_s is None:
+            return self._freq
+        if p_s in self._s_part:
+            return self._s_part[p_s]
+        pi = self._pi_s
+        ps_m = distortion_matrix(pi.shape[-1], p_s)
+        lam = pi @ ps_m.T
+        recon = pi * (_safe_reciprocal(lam) @ (ps_m * ps_m))
+        return self._keep(self._s_part, p_s, self._freq * recon[self._occupied])
+
+    def _qi(self, p_qi: tuple[float, ...]) -> np.ndarray:
+        """:func:`qi_reconstruction_probability` on the occupied cells."""
+        if p_qi in self._qi_part:
+            return self._qi_part[p_qi]
+        pi = self._pi_qi
+        mats = _matrices(pi.shape, p_qi)
+        lam = kron_apply(mats, pi)
+        sq_t = [None if m is None else (m * m).T for m in mats]
+        back = kron_apply(sq_t, _safe_reciprocal(lam)).ravel()[self._qi_cell]
+        return self._keep(self._qi_part, p_qi, pi.ravel()[self._qi_cell] * back)
+
+    def __call__(self, p_qi: Sequence[float] | None, p_s: float | None) -> np.ndarray:
+        s_part = self._sensitive(p_s)
+        if p_qi is None:  # disclosure_risk multiplies by ones
+            return s_part.copy()
+        return self._qi(tuple(p_qi)) * s_part
+
+
 @dataclass(frozen=True)
 class RRParameters:
     """Optimal retention probabilities found by :func:`optimal_parameters`.
@@ -470,7 +549,7 @@ def optimal_parameters(
     lo = np.array([1.0 / dims[i] for i in free])
     span = 1.0 - lo
     lower = lo + 1e-6 * span
-    occupied = pi > 0
+    cell_risks = _CellRisks(pi)
 
     def full_ps(x: np.ndarray) -> list[float | None]:
         ps: list[float | None] = [None] * len(dims)
@@ -484,8 +563,8 @@ def optimal_parameters(
     def risks(x: np.ndarray) -> np.ndarray:
         ps = full_ps(x)
         p_qi = [1.0 if v is None else v for v in ps[:-1]] if qi_on else None
-        r = disclosure_risk(pi, p_qi=p_qi, p_s=ps[-1] if s_on else None)
-        return r[occupied]
+        # disclosure_risk(pi, ...)[pi > 0], the same numbers in a fraction of the time
+        return cell_risks(p_qi, ps[-1] if s_on else None)
 
     def objective(x: np.ndarray) -> float:
         return float(

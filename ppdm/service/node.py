@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 import threading
 import time
 from collections import OrderedDict, deque
@@ -211,12 +212,12 @@ class PartyNode(JobLifecycle):
             base_dir=self.settings.base_dir,
             where=f"{self.settings.path or 'settings'}: [data]",
         )
-        from ppdm.compute import parse_compute_table
+        compute = self.settings.raw.get("compute")
+        if compute is not None:  # none: the embedded engine, nothing to check (nor import)
+            from ppdm.compute import parse_compute_table
 
-        # The [compute] engine is checked now; a Spark session starts with the first job.
-        parse_compute_table(
-            self.settings.raw.get("compute"), where=f"{self.settings.path or 'settings'}: [compute]"
-        )
+            # The [compute] engine is checked now; a Spark session starts with the first job.
+            parse_compute_table(compute, where=f"{self.settings.path or 'settings'}: [compute]")
         check_port_free(self.settings.listen)
         server = grpc.server(
             futures.ThreadPoolExecutor(
@@ -310,9 +311,9 @@ class PartyNode(JobLifecycle):
         self.ledger.close()
         self.release_state()
         shutdown_pools(wait=False)  # the worker processes go with the node
-        from ppdm.compute import close_engines
-
-        close_engines()  # and the node's Spark session, if a job started one
+        compute = sys.modules.get("ppdm.compute")  # not imported: no job opened an engine
+        if compute is not None:
+            compute.close_engines()  # and the node's Spark session, if a job started one
         log.info("party %s stopped", self.name)
 
     def release_state(self) -> None:

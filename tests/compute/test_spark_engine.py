@@ -17,6 +17,9 @@ from ppdm.errors import ConfigError, PublicError, SourceError
 from ppdm.mining.itemsets import support_counts
 from ppdm.sources import parse_data_entry
 
+#: JVM options of a short local session (docs/scale.md, "Short local sessions").
+SHORT_SESSION_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
 
 @pytest.fixture(scope="module")
 def spark(tier_unavailable, tmp_path_factory):
@@ -39,6 +42,9 @@ def spark(tier_unavailable, tmp_path_factory):
                 "master": "local[2]",
                 "conf": {
                     "spark.sql.shuffle.partitions": 2,
+                    # a short session: the C1 JIT only and the serial GC start the JVM on
+                    # a third less CPU (docs/scale.md); results do not change
+                    "spark.driver.extraJavaOptions": SHORT_SESSION_JAVA_OPTIONS,
                     # catalog tables of the tests go to a temporary warehouse
                     "spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("warehouse")),
                 },

@@ -38,6 +38,8 @@ postgres = _pg.postgres  # the PostgreSQL tier's server fixture
 READER_PASSWORD = _pg.READER_PASSWORD
 TIER = "Spark JDBC"
 PW_ENV = "PPDM_TEST_SPARK_JDBC_PW"
+#: JVM options of a short local session (docs/scale.md, "Short local sessions").
+SHORT_SESSION_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def postgres_jdbc_jar() -> Path | None:
@@ -101,6 +103,8 @@ def jdbc(postgres, tier_unavailable, tmp_path_factory):
                 "conf": {
                     "spark.jars": str(jar),
                     "spark.sql.shuffle.partitions": 2,
+                    # a short session: C1 JIT only, serial GC (docs/scale.md)
+                    "spark.driver.extraJavaOptions": SHORT_SESSION_JAVA_OPTIONS,
                     "spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("warehouse")),
                 },
             }

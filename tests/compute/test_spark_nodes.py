@@ -39,6 +39,8 @@ SUPPORT = 0.5
 CONFIDENCE = 0.9
 K = 3
 COLUMNS = ["w", "x", "y", "z"]
+#: JVM options of a short local session (docs/scale.md, "Short local sessions").
+SHORT_SESSION_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def _spark_or_tier_unavailable(tier_unavailable) -> None:
@@ -136,7 +138,11 @@ def bed(tmp_path_factory, fimi_dir, tier_unavailable):
                 "engine": "spark",
                 "master": "local[2]",
                 "driver_memory": "768m",
-                "conf": {"spark.sql.shuffle.partitions": "2"},
+                "conf": {
+                    "spark.sql.shuffle.partitions": "2",
+                    # a short session: C1 JIT only, serial GC (docs/scale.md)
+                    "spark.driver.extraJavaOptions": SHORT_SESSION_JAVA_OPTIONS,
+                },
             },
         },
     )

@@ -11,8 +11,9 @@ commands, and are not run.
 Adaptations, all mechanical:
 
 * ``ppdm party serve FILE`` (with or without ``&``) starts the node in the background;
-  the script waits until ``ppdm party health`` answers for every node before the next
-  command and the nodes are killed afterwards;
+  the script waits until every node answers ``ppdm party health --self``'s call before the
+  next command (one waiting process per group of nodes, :data:`WAIT_FOR_NODES`, not one
+  ``ppdm`` start per node and try) and the nodes are killed afterwards;
 * ``--base-port N`` gets free ports (other tests may use the documented ones);
 * a line followed by a ``# REFUSED ...`` comment must exit with code 1, as documented;
 * ``JOB_ID`` is the id of the last job the block ran with ``--output FILE``;
@@ -62,6 +63,28 @@ SKIPPED = {
 SKIPPED_LINES = {
     r"^ppdm job (approve|reject) ": "needs a job held for the owner's consent",
 }
+#: The wait for the nodes just started (settings files as arguments): the health call of
+#: ``ppdm party health --self`` for each node in turn, every 0.1 s, until it answers; a
+#: group not up after HANG_SECONDS / 3 (a hang) fails the script naming the silent node.
+WAIT_FOR_NODES = f"""
+import sys, time
+from ppdm.cli._output import load_settings
+from ppdm.service.client import health
+deadline = time.monotonic() + {HANG_SECONDS / 3}
+for path in sys.argv[1:]:
+    while True:
+        try:
+            report = health(load_settings(path), timeout=5.0, only_self=True)
+            if all(r["ok"] for r in report.values()):
+                break
+            last = report
+        except Exception as exc:
+            last = exc
+        if time.monotonic() > deadline:
+            sys.exit(f"the node of {{path}} never answered its health call: {{last}}")
+        time.sleep(0.1)
+"""
+
 #: Pages that use a consortium folder they never create: folder -> its parties.
 PRELUDES = {
     "docs/governance.md": ("net", "alice,bob,carol,mallory"),
@@ -142,11 +165,7 @@ def _shell_script(page: str, text: str, skipped: list[str]) -> str:
             out.append(f"ppdm party serve {m.group(1)} >> serve-$$.log 2>&1 &")
             continue
         if serving:  # wait for every node started so far before the next command
-            for s in serving:
-                out.append(
-                    f"for i in $(seq 1 200); do ppdm party health --self --settings {s} "
-                    ">/dev/null 2>&1 && break; sleep 0.3; done"
-                )
+            out.append(f"python -c '{WAIT_FOR_NODES}' {' '.join(serving)}")
             serving = []
         if "JOB_ID" in line and last_output:
             line = line.replace(

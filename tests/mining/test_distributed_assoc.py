@@ -376,10 +376,18 @@ def filtered_oracle(
     ``colluders`` parties, the count outside them ``>= m`` (plain Python per party)."""
     n = len(tx)
     pooled = pyfim_itemsets(tx, max(count_threshold(min_support, n), min_aggregate, 1))
-    sets = [[frozenset(tx[i]) for i in rows] for rows in parts]
+    # Per party, each item's set of transactions: an itemset's count there is the size of
+    # the intersection of its items' sets.
+    holders: list[dict[Any, set[int]]] = []
+    for rows in parts:
+        tids: dict[Any, set[int]] = collections.defaultdict(set)
+        for i in rows.tolist():
+            for x in tx[i]:
+                tids[x].add(i)
+        holders.append(tids)
     out = {}
     for itemset, count in pooled.items():
-        per_party = [sum(itemset <= t for t in rows) for rows in sets]
+        per_party = [len(set.intersection(*(tids[x] for x in itemset))) for tids in holders]
         assert sum(per_party) == count
         if all(
             count - sum(per_party[j] for j in coalition) >= min_aggregate

@@ -24,6 +24,24 @@ from ppdm.perturb.randomization import (
 SEEDS = range(5)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _one_blas_thread():
+    """One OpenBLAS thread for these tests (issue 22, item 7: suite time).
+
+    Every iteration is two matrix-vector products with Adult's 30,162 rows: a second
+    BLAS thread gains nothing on them and, beside the suite's other workers on two
+    cores, spins: the "mean-change" reconstructions of the five seeds took 28 CPU
+    seconds with it and 2 without on a loaded machine, the same iteration counts. The
+    results differ only in the last bits of the sums."""
+    try:
+        from threadpoolctl import threadpool_limits  # scikit-learn's, in the dev extra
+    except ImportError:  # pragma: no cover - the same tests, on the default threads
+        yield
+        return
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
 @pytest.fixture(scope="module")
 def ages(adult_dir):
     return pd.read_csv(adult_dir / "adult.csv", sep=";")["age"].astype(float).to_numpy()
