@@ -20,6 +20,8 @@ from __future__ import annotations
 import gc
 import importlib
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +44,21 @@ _PAD = np.iinfo(np.int64).max
 
 #: True when the compiled kernel is available (else the numpy Eclat runs).
 COMPILED: bool = _eclat is not None
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while a block builds many small containers (one
+    rule, record or itemset each, none of which can form a cycle): otherwise every few
+    hundred allocations it rescans all the objects the process holds, which can cost more
+    than building them. Restored on exit if it was on."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 @dataclass(frozen=True)
@@ -109,17 +126,10 @@ class ItemsetForest:
         labels = self.labels.tolist()
         lab = [labels[i] for i in self.item.tolist()]
         tuples: list[tuple] = [()] * len(lab)
-        # Millions of small containers: the cyclic garbage collector would rescan them
-        # again and again while they are built (none of them can form a cycle).
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():  # millions of small containers
             for k, p in enumerate(self.parent.tolist()):
                 tuples[k] = (*tuples[p], lab[k]) if p >= 0 else (lab[k],)
             return dict(zip(map(frozenset, tuples), self.count.tolist(), strict=True))
-        finally:
-            if enabled:
-                gc.enable()
 
 
 #: Largest pair-count matrix (bytes) the compiled kernel builds for its first level.

@@ -14,18 +14,17 @@ because moving items from the antecedent to the consequent can only lower the co
 
 from __future__ import annotations
 
-import gc
 import itertools
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ppdm.mining.itemsets import apriori_gen
+from ppdm.mining.kernel import gc_paused
 
 __all__ = [
     "METRICS",
@@ -61,22 +60,6 @@ RULE_COLUMNS = (
     "certainty",
     "kulczynski",
 )
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector off while a block builds many small containers (one
-    rule, record or itemset each, none of which can form a cycle): otherwise every few
-    hundred allocations it rescans all the objects the process holds, which can cost more
-    than building them. Restored on exit if it was on; as in
-    :meth:`ppdm.mining.kernel.ItemsetForest.to_dict`."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _native(x: Any) -> Any:

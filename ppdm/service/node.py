@@ -287,6 +287,10 @@ class PartyNode(JobLifecycle):
         """Stop serving: fail running jobs, let in-flight calls finish for ``grace`` s."""
         self._stopping.set()
         with self._cond:
+            # A call waiting on the node's state (a peer's frames for a job not started
+            # here yet, up to [limits] pending_job_wait_s) wakes now and sees the stop:
+            # such a wait once kept a stopped node's process alive for minutes.
+            self._cond.notify_all()
             pool, self._audit_pool = self._audit_pool, None
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
