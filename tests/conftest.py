@@ -184,7 +184,7 @@ def _longest_first(items: list[pytest.Item], known: dict[str, float]) -> None:
         units[unit] = units.get(unit, 0.0) + known.get(base, _DEFAULT_S)
 
     def rank(item: pytest.Item) -> int:
-        return -max(0, math.floor(math.log2(units[unit_of[item.nodeid]] / _DEFAULT_S)))
+        return -math.floor(math.log2(max(units[unit_of[item.nodeid]], _DEFAULT_S) / _DEFAULT_S))
 
     items.sort(key=rank)
 
