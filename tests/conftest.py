@@ -121,7 +121,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 # every worker that happens to run one of its tests. Units are ordered longest first
 # (their times in ``tests/durations.json``, rounded to powers of two so that the order of
 # the many short tests stays pytest-randomly's), which keeps a long test from starting
-# last and running alone at the end. ``--record-durations FILE`` writes the times of a
+# last and running alone at the end. ``--record-durations=FILE`` writes the times of a
 # run in that file's format.
 
 DURATIONS = Path(__file__).with_name("durations.json")
