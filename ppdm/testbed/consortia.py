@@ -50,8 +50,8 @@ from ppdm.parties.local import Simulation, simulate
 from ppdm.parties.network import DEFAULT_TIMEOUT, Endpoint, Network
 from ppdm.proto.ppdm.v1 import party_pb2 as pb
 from ppdm.proto.ppdm.v1 import party_pb2_grpc
-from ppdm.service.client import health, run_job
-from ppdm.service.node import PartyNode
+from ppdm.service.client import NodeClient, health, run_job
+from ppdm.service.node import PartyNode, to_struct
 from ppdm.service.policy import DEFAULT_POLICY_TOML, SETTLE_S, parse_policy
 
 __all__ = ["GrpcTestbed", "LoopbackConsortium", "free_ports"]
@@ -424,6 +424,36 @@ class GrpcTestbed:
         self.stop()
 
     # Jobs ------------------------------------------------------------------------------
+
+    def start_only_at(
+        self,
+        at: str,
+        *,
+        initiator: str | None = None,
+        protocol: str = "secure-sum",
+        timeout_s: float = 300.0,
+    ) -> str:
+        """Propose ``protocol`` to every member (all accept under an open policy) and start
+        it at ``at`` only: it runs there while the others hold it pending, so ``at``'s
+        messages wait at them (reliability tests). Returns the job id."""
+        initiator = initiator or at
+        settings = self.settings[initiator]
+        job_id = uuid.uuid4().hex
+        request = pb.JobRequest(
+            consortium=settings.consortium.name,
+            job_id=job_id,
+            protocol=protocol,
+            params=to_struct({}),
+            initiator=initiator,
+            parties=list(self.parties),
+            timeout_s=timeout_s,
+            roster_version=settings.consortium.version,
+        )
+        with NodeClient(settings) as client:
+            for p in self.parties:
+                client.stub(p).ProposeJob(request, timeout=timeout_s)
+            client.stub(at).StartJob(pb.JobRef(job_id=job_id), timeout=timeout_s)
+        return job_id
 
     def run_job(
         self,

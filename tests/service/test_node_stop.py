@@ -13,14 +13,10 @@ from __future__ import annotations
 
 import subprocess
 import time
-import uuid
 
 import pytest
 
 from ppdm.parties.consortium import NodeLimits
-from ppdm.proto.ppdm.v1 import party_pb2 as pb
-from ppdm.service.client import NodeClient
-from ppdm.service.node import to_struct
 from ppdm.service.policy import OPEN_POLICY_TOML
 from ppdm.testbed.consortia import GrpcTestbed
 
@@ -30,35 +26,13 @@ HANG = 120.0  # only catches a hang: far below the 600 s wait a missed wake-up w
 PENDING_WAIT_S = 600.0
 
 
-def _started_only_at(bed: GrpcTestbed, at: str) -> str:
-    """A secure sum every node accepts but only ``at`` starts: its first message waits at
-    its successor for a job that never starts there."""
-    settings = bed.settings[at]
-    job_id = uuid.uuid4().hex
-    request = pb.JobRequest(
-        consortium=settings.consortium.name,
-        job_id=job_id,
-        protocol="secure-sum",
-        params=to_struct({}),
-        initiator=at,
-        parties=list(bed.parties),
-        timeout_s=HANG,
-        roster_version=settings.consortium.version,
-    )
-    with NodeClient(settings) as client:
-        for p in bed.parties:
-            client.stub(p).ProposeJob(request, timeout=HANG)
-        client.stub(at).StartJob(pb.JobRef(job_id=job_id), timeout=HANG)
-    return job_id
-
-
 @pytest.mark.parametrize("stopped", ["bob", "carol"])
 def test_sigterm_ends_a_node_whose_peer_waits_for_a_pending_job(tmp_path, stopped):
     limits = NodeLimits(pending_job_wait_s=PENDING_WAIT_S)
     with GrpcTestbed(
         ["alice", "bob", "carol"], tmp_path, policy=OPEN_POLICY_TOML, limits=limits
     ) as bed:
-        _started_only_at(bed, "alice")
+        bed.start_only_at("alice", timeout_s=HANG)
         time.sleep(1.0)  # alice's frames reach the others and wait there for the job
         proc = bed._procs[stopped]
         proc.terminate()

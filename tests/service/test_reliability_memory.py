@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -19,7 +18,6 @@ from ppdm.parties.grpc_net import ReassemblyBudget, open_channel
 from ppdm.proto.ppdm.v1 import envelope_pb2 as env_pb
 from ppdm.proto.ppdm.v1 import party_pb2 as pb
 from ppdm.service.client import NodeClient
-from ppdm.service.node import to_struct
 from ppdm.service.policy import OPEN_POLICY_TOML
 from ppdm.testbed.consortia import GrpcTestbed
 
@@ -55,28 +53,6 @@ def test_budget_counts_every_stream_of_a_sender_and_the_jobs_unread_bytes():
     assert budget.held() == 0 and budget.held("j") == 0
 
 
-def _start_job_at(bed: GrpcTestbed, initiator: str, at: str) -> str:
-    """A job proposed to every member and started at ``at`` only: it runs there (its
-    receives wait) while ``initiator`` floods it."""
-    settings = bed.settings[initiator]
-    job_id = uuid.uuid4().hex
-    request = pb.JobRequest(
-        consortium=settings.consortium.name,
-        job_id=job_id,
-        protocol="secure-sum",
-        params=to_struct({}),
-        initiator=initiator,
-        parties=list(bed.parties),
-        timeout_s=HANG,
-        roster_version=settings.consortium.version,
-    )
-    with NodeClient(settings) as client:
-        for p in bed.parties:
-            client.stub(p).ProposeJob(request, timeout=HANG)
-        client.stub(at).StartJob(pb.JobRef(job_id=job_id), timeout=HANG)
-    return job_id
-
-
 def _partial_frames(job_id: str, n: int, release: threading.Event):
     """Chunks 0 .. n-1 of an envelope announced with 10,000 chunks: it never completes;
     the stream stays open until ``release``."""
@@ -102,7 +78,7 @@ def test_a_partial_envelope_flood_is_bounded_and_the_memory_comes_back(tmp_path)
         pid = bed._procs["alice"].pid
         time.sleep(1.0)
         before = rss_bytes(pid)
-        job_id = _start_job_at(bed, "bob", "alice")
+        job_id = bed.start_only_at("alice", initiator="bob", timeout_s=HANG)
         channel = open_channel(bed.settings["bob"], "alice")
         exchange = channel.stream_unary(
             "/ppdm.v1.Party/Exchange",
