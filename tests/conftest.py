@@ -25,6 +25,10 @@ from hypothesis import HealthCheck, settings
 # threadpoolctl (scikit-learn's dependency) in pytest_configure. A run that chose its own
 # value keeps it.
 _ONE_THREAD = "OPENBLAS_NUM_THREADS" not in os.environ
+# pytest caches the assertion-rewritten test modules only where bytecode may be written;
+# under PYTHONDONTWRITEBYTECODE every worker of every run rewrote all 290 modules again
+# (about 9 CPU s each). The cache sits in the checkout's __pycache__ folders (ignored by git).
+sys.dont_write_bytecode = False
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
