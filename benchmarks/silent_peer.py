@@ -2,7 +2,7 @@
 
 A three-party consortium on 127.0.0.1, one ``ppdm party serve`` process per party
 (``ppdm.testbed.consortia.GrpcTestbed``), the job's receive timeout ``T``. While a long
-``ring-echo`` job runs, bob's node is frozen (``SIGSTOP``); the figures are the times,
+``ring-echo`` job runs, carol's node is frozen (``SIGSTOP``); the figures are the times,
 counted from the freeze, at which the system itself recorded the failure naming the
 silent party: each surviving node's ``ended_at`` in its ledger's job table, and the end of
 the initiator's job document. The baseline of each row is ``T`` itself (the earliest any
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import Report, Row, parser
 
-from ppdm.testbed.consortia import silent_peer_named_after
+from ppdm.testbed.consortia import SILENT_PARTY, silent_peer_named_after
 
 
 def main() -> None:
@@ -36,7 +36,7 @@ def main() -> None:
     for t in timeouts:
         with tempfile.TemporaryDirectory() as tmp:
             doc, times, blamed = silent_peer_named_after(Path(tmp) / "bed", t)
-        if doc["failed_party"] != "bob" or "bob" not in blamed.values():
+        if doc["failed_party"] != SILENT_PARTY or SILENT_PARTY not in blamed.values():
             raise SystemExit(f"T = {t:g}: the silent party was not named: {doc['error']}")
         for who, after in times.items():
             report.add(

@@ -86,6 +86,29 @@ class JobSpec:
 _REGISTRY: dict[str, JobSpec] = {}
 _loaded = False
 
+#: The module of :mod:`ppdm.jobs` that registers each built-in job: :func:`get_job`
+#: imports only that one (a node running ``secure-sum`` does not import the mining or
+#: Paillier stacks); :func:`job_names` imports them all. A job missing here is still
+#: found (every module is imported then); a test checks the table against what each
+#: module registers.
+BUILTIN_JOBS: Mapping[str, str] = {
+    "argmin": "ot",
+    "assoc": "mining",
+    "base-ot": "ot",
+    "comparison": "ot",
+    "dot-product-ot": "ot",
+    "intersection-cardinality": "set_ops",
+    "kmeans": "mining",
+    "ot-extension": "ot",
+    "paillier-dot-product": "paillier",
+    "psi-align": "psi",
+    "ring-echo": "diagnostics",
+    "secure-sum": "secure_sum",
+    "secure-sum-shared": "paillier",
+    "set-union": "set_ops",
+    "stream": "diagnostics",
+}
+
 
 def register_job(spec: JobSpec) -> JobSpec:
     """Add ``spec`` to the registry (a later registration of the same name replaces it)."""
@@ -107,7 +130,11 @@ def _load_builtins() -> None:
 
 def get_job(name: str) -> JobSpec:
     """The job called ``name``; :class:`ConfigError` naming the known jobs otherwise."""
-    _load_builtins()
+    module = BUILTIN_JOBS.get(name)
+    if module is not None:  # registers the job at its first import, as _load_builtins would
+        importlib.import_module(f"ppdm.jobs.{module}")
+    if name not in _REGISTRY:
+        _load_builtins()
     if name not in _REGISTRY:
         raise ConfigError(f"unknown job {name!r}; known jobs: {', '.join(job_names())}")
     return _REGISTRY[name]

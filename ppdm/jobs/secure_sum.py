@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ppdm.errors import ConfigError
 from ppdm.jobs.registry import JobSpec, PartyContext, register_job
-from ppdm.parties.network import Network
-from ppdm.protocols.secure_sum import secure_sum
+
+if TYPE_CHECKING:
+    from ppdm.parties.network import Network
 
 
 def run_secure_sum(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> dict[str, Any]:
     """Read this party's ``[inputs] secure_sum`` (an int or a list of ints) and sum it."""
+    # numpy and the protocol when the job runs: ``ppdm job run`` only reads the defaults
+    import numpy as np
+
+    from ppdm.protocols.secure_sum import secure_sum
+
     raw = ctx.private_input("secure_sum")
     modulus = params.get("modulus")
     modulus = int(modulus) if modulus is not None else None

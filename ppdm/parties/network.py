@@ -26,7 +26,6 @@ from typing import Any
 from google.protobuf.message import DecodeError as _PbDecodeError
 
 from ppdm.errors import ERROR_CODES, PartyFailure, ProtocolError
-from ppdm.parties.codec import DecodeError, decode, encode
 from ppdm.parties.metrics import CostMeter
 from ppdm.proto.ppdm.v1 import envelope_pb2 as env_pb
 
@@ -254,6 +253,8 @@ class Endpoint(Network):
         started = time.perf_counter()
         self._check_peer(to)
         self._raise_if_aborted(to, step)
+        from ppdm.parties.codec import encode  # numpy: with a job's first message, not at import
+
         payload = encode(value)
         with self._send_lock:
             seq = self._seq_out.get(to, 0) + 1
@@ -441,6 +442,8 @@ class Endpoint(Network):
                 if remaining <= 0:
                     raise PartyFailure(frm, step, f"no message within the {wait:g} s timeout")
                 self._cond.wait(remaining)
+        from ppdm.parties.codec import DecodeError, decode
+
         try:
             value = decode(envelope.payload)
         except DecodeError as exc:

@@ -69,17 +69,24 @@ class NodeClient:
     def __init__(self, settings: PartySettings) -> None:
         self.settings = settings
         self._channels: dict[str, grpc.Channel] = {}
+        self._stubs: dict[str, party_pb2_grpc.PartyStub] = {}
 
     def stub(self, party: str) -> party_pb2_grpc.PartyStub:
-        ch = self._channels.get(party)
-        if ch is None:
-            ch = self._channels[party] = open_channel(self.settings, party)
-        return party_pb2_grpc.PartyStub(ch)
+        """The stub of ``party``'s node (its channel opened on first use; built once:
+        a stub makes one callable per RPC of the service)."""
+        stub = self._stubs.get(party)
+        if stub is None:
+            ch = self._channels.get(party)
+            if ch is None:
+                ch = self._channels[party] = open_channel(self.settings, party)
+            stub = self._stubs[party] = party_pb2_grpc.PartyStub(ch)
+        return stub
 
     def close(self) -> None:
         for ch in self._channels.values():
             ch.close()
         self._channels.clear()
+        self._stubs.clear()
 
     def __enter__(self) -> NodeClient:
         return self

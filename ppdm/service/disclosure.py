@@ -53,8 +53,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Protocol
 
-from ppdm.hiding.audit import sum_determined
-
 __all__ = [
     "AuditVerdict",
     "DisclosureAuditor",
@@ -111,6 +109,8 @@ def disclosed_parties(
     ...                          honest={"c"}))
     ['a', 'b', 'c', 'm']
     """
+    from ppdm.hiding.audit import sum_determined  # numpy: at a job's audit, not at start
+
     sets = [frozenset(q) for q in queries if q]
     names = sorted(set().union(*sets)) if sets else []
     index = {p: i for i, p in enumerate(names)}

@@ -23,11 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 log = logging.getLogger(__name__)
 
@@ -35,13 +31,47 @@ log = logging.getLogger(__name__)
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 3600)
 
 
-class NodeMetrics:
-    """Counters, gauges and histograms of one node (see the module docstring)."""
+#: The attributes of :class:`NodeMetrics` that are Prometheus objects, made at first use.
+_COLLECTORS = frozenset(
+    {
+        "registry",
+        "jobs",
+        "duration",
+        "peer_bytes",
+        "peer_messages",
+        "peer_up",
+        "running",
+        "streams",
+        "info",
+    }
+)
 
-    def __init__(self, party: str) -> None:
+
+class NodeMetrics:
+    """Counters, gauges and histograms of one node (see the module docstring).
+
+    ``prometheus_client`` is imported, and the collectors made, when one is first used (a
+    node's first job or scrape), not when the node starts; ``version`` labels
+    ``ppdm_node_info``."""
+
+    def __init__(self, party: str, *, version: str | None = None) -> None:
         self.party = party
-        self.registry = CollectorRegistry(auto_describe=True)
-        r = self.registry
+        self.version = version
+        self._build_lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        # only for attributes not set yet: the collectors before their first use
+        if name not in _COLLECTORS:
+            raise AttributeError(name)
+        with self._build_lock:  # concurrent first uses build them once
+            if "registry" not in self.__dict__:
+                self._build()
+        return self.__dict__[name]
+
+    def _build(self) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        r = CollectorRegistry(auto_describe=True)
         self.jobs = Counter(
             "ppdm_jobs",
             "Jobs at this node by job name and outcome "
@@ -84,6 +114,9 @@ class NodeMetrics:
             ["party", "version"],
             registry=r,
         )
+        if self.version is not None:
+            self.info.labels(party=self.party, version=self.version).set(1)
+        self.registry = r  # last: its presence means every collector is there
 
     def job(self, name: str, outcome: str) -> None:
         self.jobs.labels(job=name, outcome=outcome).inc()
@@ -102,6 +135,8 @@ class NodeMetrics:
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""
+        from prometheus_client import generate_latest
+
         return generate_latest(self.registry)
 
 
@@ -121,6 +156,10 @@ class OpsServer:
         ready: Callable[[], str | None],
         before_scrape: Callable[[], None] | None = None,
     ) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
         ops = self
 
         class Handler(BaseHTTPRequestHandler):

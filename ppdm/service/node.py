@@ -95,7 +95,6 @@ from ppdm.service.metrics import NodeMetrics, OpsServer
 from ppdm.service.policy import PolicyFile
 from ppdm.service.servicer import MAX_STREAMS_PER_PEER as MAX_STREAMS_PER_PEER
 from ppdm.service.servicer import _add_party_service, _Servicer
-from ppdm.workers import shutdown_pools
 
 __all__ = [
     "Job",
@@ -165,8 +164,7 @@ class PartyNode(JobLifecycle):
         self._roster_lock = threading.Lock()
         self.removed = False
         self.own_certificate_stale = False
-        self.metrics = NodeMetrics(self.name)
-        self.metrics.info.labels(party=self.name, version=__version__).set(1)
+        self.metrics = NodeMetrics(self.name, version=__version__)  # collectors at first use
         self._ops: OpsServer | None = None
         #: started with the node after its listeners, each returning what ``stop()`` stops
         #: (e.g. the owner's console, ``ppdm.console``, a layer above this one)
@@ -314,7 +312,9 @@ class PartyNode(JobLifecycle):
         self._addons.clear()
         self.ledger.close()
         self.release_state()
-        shutdown_pools(wait=False)  # the worker processes go with the node
+        workers = sys.modules.get("ppdm.workers")  # not imported: no job started a pool
+        if workers is not None:
+            workers.shutdown_pools(wait=False)  # the worker processes go with the node
         compute = sys.modules.get("ppdm.compute")  # not imported: no job opened an engine
         if compute is not None:
             compute.close_engines()  # and the node's Spark session, if a job started one

@@ -20,6 +20,7 @@ import contextlib
 import ctypes
 import logging
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -138,15 +139,66 @@ def write_policy(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
-    """``n`` distinct TCP ports that are free on ``host`` right now."""
-    socks = []
+def _ephemeral_ports() -> tuple[int, int]:
+    """The kernel's range of ephemeral ports (the source ports of outgoing connections
+    and of ``bind(port 0)``); Linux's default where it cannot be read."""
     try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+#: The testbed's ports are drawn from here, below the ephemeral range.
+_TESTBED_PORTS = (20000, 32768)
+
+
+def _port_pool() -> range:
+    low, high = _TESTBED_PORTS
+    eph_low, eph_high = _ephemeral_ports()
+    if eph_low < high and eph_high >= low:  # an unusual range overlapping ours
+        low, high = 1024, eph_low
+    if high - low < 1000:
+        low, high = eph_high + 1, 65536
+    return range(low, high)
+
+
+def _bindable(host: str, port: int) -> socket.socket | None:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct TCP ports that are free on ``host`` right now.
+
+    They are drawn at random from outside the kernel's ephemeral range: a port the kernel
+    hands out (``bind`` to port 0) can be taken, before the node that is to listen on it
+    starts, as the source port of any outgoing connection on the machine, such as one
+    node dialling another in a parallel test. Random draws keep parallel callers (test
+    workers) apart.
+    """
+    pool = _port_pool()
+    ports: list[int] = []
+    socks: list[socket.socket] = []  # held until all are found: no port twice
+    try:
+        for _ in range(200 * max(n, 1)):
+            if len(ports) == n:
+                break
+            port = pool[secrets.randbelow(len(pool))]
+            if port in ports:
+                continue
+            sock = _bindable(host, port)
+            if sock is not None:
+                ports.append(port)
+                socks.append(sock)
+        if len(ports) < n:
+            raise RuntimeError(f"no {n} free ports on {host} in {pool.start}-{pool.stop - 1}")
+        return ports
     finally:
         for s in socks:
             s.close()
@@ -154,23 +206,23 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
 
 def free_port_range(n: int, host: str = "127.0.0.1") -> int:
     """The first of ``n`` consecutive TCP ports that are all free on ``host`` right now
-    (for settings that take a base port, such as ``ppdm consortium init --base-port``)."""
+    (for settings that take a base port, such as ``ppdm consortium init --base-port``),
+    drawn like :func:`free_ports`."""
+    pool = _port_pool()
     for _ in range(200):
-        with socket.socket() as sock:
-            sock.bind((host, 0))
-            base = sock.getsockname()[1]
-        if base + n >= 65000:
-            continue
-        free = True
-        for port in range(base, base + n):
-            with socket.socket() as sock:
-                try:
-                    sock.bind((host, port))
-                except OSError:
-                    free = False
+        base = pool[secrets.randbelow(len(pool) - n)]
+        socks = []
+        try:
+            for port in range(base, base + n):
+                sock = _bindable(host, port)
+                if sock is None:
                     break
-        if free:
-            return base
+                socks.append(sock)
+            if len(socks) == n:
+                return base
+        finally:
+            for s in socks:
+                s.close()
     raise RuntimeError(f"no {n} consecutive free ports on {host}")
 
 
@@ -358,7 +410,9 @@ class GrpcTestbed:
                         party_pb2_grpc.PartyStub(ch).Health(pb.HealthRequest(), timeout=1.0)
                         waiting.discard(p)
                     except grpc.RpcError:
-                        pass
+                        # A fresh channel for the next poll: this one waits out gRPC's
+                        # reconnect backoff (up to 2 s) before it tries the port again.
+                        channels.pop(p).close()
                 if waiting:
                     if time.monotonic() > deadline:
                         raise PPDMError(
@@ -488,59 +542,94 @@ class GrpcTestbed:
         return health(self.settings[as_party or self.parties[0]])
 
 
+#: The party :func:`freeze_a_ring_member` freezes, and the delay with which the others
+#: than alice pass the ring's token on (the head start of the timeout that names it).
+SILENT_PARTY = "carol"
+RING_DELAY_S = 0.1
+
+
 def silent_peer_named_after(
     root: Path, timeout: float, *, hang_s: float = 300.0
 ) -> tuple[dict[str, Any], dict[str, float], dict[str, str | None]]:
-    """Freeze bob (``SIGSTOP``) in a running three-party ``ring-echo`` job with receive
-    timeout ``timeout`` and return the job document and, for the document and each
-    surviving node's ledger, the seconds from the freeze to the recorded failure (the
-    document's end; ``ended_at`` in alice's and carol's job tables), and the party each
-    of those nodes blamed. Used by the silent-peer test and ``benchmarks/silent_peer.py``;
-    raises ``AssertionError`` if the job does not end within ``hang_s`` or a node did not
-    record its failure."""
-    import threading
-
-    from ppdm.service.ledger import Ledger
+    """:func:`freeze_a_ring_member` on a new three-party consortium (alice, bob, carol,
+    open policy) in ``root``, stopped after. Used by ``benchmarks/silent_peer.py``."""
     from ppdm.service.policy import OPEN_POLICY_TOML
 
     with GrpcTestbed(
         ["alice", "bob", "carol"], root, timeout=timeout, policy=OPEN_POLICY_TOML
     ) as bed:
-        box: dict[str, Any] = {}
+        return freeze_a_ring_member(bed, timeout, hang_s=hang_s)
 
-        def run() -> None:
-            box["called"] = time.time()
-            box["doc"] = bed.run_job(
-                "ring-echo",
-                {"rounds": 1_000_000, "delay_s": 0.005},
-                timeout=timeout,
-                deadline=hang_s,
-            )
 
-        runner = threading.Thread(target=run, daemon=True)
-        runner.start()
-        deadline = time.monotonic() + hang_s
-        while not bed.health()["alice"]["running_jobs"] and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.5)
-        frozen = time.time()
-        bed.send_signal("bob", signal.SIGSTOP)
-        try:
-            runner.join(hang_s)
-            if runner.is_alive():
-                raise AssertionError("the job did not end after a node froze")
-        finally:
-            bed.send_signal("bob", signal.SIGCONT)
+def freeze_a_ring_member(
+    bed: GrpcTestbed, timeout: float, *, hang_s: float = 300.0
+) -> tuple[dict[str, Any], dict[str, float], dict[str, str | None]]:
+    """Freeze :data:`SILENT_PARTY` (``SIGSTOP``) in a running three-party ``ring-echo``
+    job of ``bed`` (parties alice, bob, carol; a policy that runs it) with receive timeout
+    ``timeout``, wake it again (``SIGCONT``) once the job has ended, and return the job
+    document and, for the document and each surviving node's ledger, the seconds from
+    the freeze to the recorded failure (the document's end; ``ended_at`` in alice's and
+    bob's job tables), and the party each of those nodes blamed. Used by the silent-peer
+    test (one bed for several timeouts) and :func:`silent_peer_named_after`; raises
+    ``AssertionError`` if the job does not end within ``hang_s`` or a node did not record
+    its failure within ``hang_s``.
+
+    Why carol: the token goes alice -> bob -> carol -> alice and only bob and carol
+    wait :data:`RING_DELAY_S` before passing it on. alice, which waits on carol, has
+    waited since she passed the token on, at least that delay longer than bob (which
+    waits on alice) has, so her timeout fires first and names carol however loaded the
+    machine. With bob frozen instead, carol (waiting on bob) and alice (waiting on carol)
+    start waiting within one hop of each other, and a loaded machine often fires alice's
+    timeout first: she then names carol, not the frozen party."""
+    import threading
+
+    from ppdm.service.ledger import Ledger
+
+    box: dict[str, Any] = {}
+    job_id = uuid.uuid4().hex
+
+    def run() -> None:
+        box["called"] = time.time()
+        box["doc"] = bed.run_job(
+            "ring-echo",
+            {"rounds": 1_000_000, "delay_s": RING_DELAY_S},
+            timeout=timeout,
+            deadline=hang_s,
+            job_id=job_id,
+        )
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    deadline = time.monotonic() + hang_s
+    while job_id not in bed.health()["alice"]["running_jobs"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    frozen = time.time()
+    bed.send_signal(SILENT_PARTY, signal.SIGSTOP)
+    try:
+        runner.join(hang_s)
+        if runner.is_alive():
+            raise AssertionError("the job did not end after a node froze")
+    finally:
+        bed.send_signal(SILENT_PARTY, signal.SIGCONT)
     doc = box["doc"]
     named = {"document": box["called"] + doc["wall_time_s"] - frozen}
     blamed: dict[str, str | None] = {}
-    for party in ("alice", "carol"):
-        ledger = Ledger(root / "state" / party / "ledger.sqlite")
-        try:
-            rec = ledger.load_job(doc["job_id"])
-        finally:
-            ledger.close()
-        if rec is None or rec["state"] != "failed" or rec.get("ended_at") is None:
+    for party in ("alice", "bob"):
+        # A node reports a job's end before its ledger has the record: wait for it (the
+        # nodes still run), the time read is the recorded one.
+        while True:
+            ledger = Ledger(bed.workdir / "state" / party / "ledger.sqlite")
+            try:
+                rec = ledger.load_job(doc["job_id"])
+            finally:
+                ledger.close()
+            if rec is not None and rec.get("ended_at"):  # 0.0 until the job ends
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{party} recorded no end of job {doc['job_id']}")
+            time.sleep(0.05)
+        if rec["state"] != "failed":
             raise AssertionError(f"{party} recorded no failure of job {doc['job_id']}")
         named[party] = rec["ended_at"] - frozen
         blamed[party] = (rec.get("error") or {}).get("party")

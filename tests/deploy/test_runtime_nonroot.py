@@ -35,7 +35,6 @@ import shlex
 import shutil
 import signal
 import site
-import socket
 import subprocess
 import sys
 import tempfile
@@ -46,7 +45,7 @@ from pathlib import Path
 
 import pytest
 
-from ppdm.testbed.consortia import kill_tied, spawn_tied
+from ppdm.testbed.consortia import free_port_range, kill_tied, spawn_tied
 
 pytestmark = [pytest.mark.grpc, pytest.mark.timeout(900)]
 
@@ -87,28 +86,6 @@ def _gid_taken(gid: int) -> bool:
     except KeyError:
         return False
     return True
-
-
-def _free_base_port(count: int) -> int:
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + count >= 65536:
-            continue
-        try:
-            socks = []
-            for port in range(base, base + count):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free run of ports")
 
 
 @pytest.fixture(scope="module")
@@ -324,7 +301,7 @@ def test_wheel_serves_a_consortium_as_a_non_root_user(runtime: dict) -> None:
     denied = run([python, "-c", f"open({str(secret)!r}).read()"])
     assert "PermissionError" in denied.stderr
 
-    port = _free_base_port(len(PARTIES))
+    port = free_port_range(len(PARTIES))
     names = ",".join(PARTIES)
     where_to = ["--host", "127.0.0.1", "--base-port", str(port), "--out", str(etc)]
     init = run([ppdm, "consortium", "init", "--parties", names, *where_to])

@@ -30,6 +30,7 @@ import pytest
 from ppdm.jobs.document import simulate_job
 from ppdm.jobs.mining import partition_file
 from ppdm.jobs.registry import PartyContext
+from ppdm.testbed.consortia import free_ports
 from ppdm.testbed.netns import DelayRelay, NetnsConsortium, netns_unavailable
 
 pytestmark = [pytest.mark.grpc, pytest.mark.timeout(900)]
@@ -62,11 +63,7 @@ def _echo_server() -> tuple[socket.socket, int]:
 
 
 def _free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    return free_ports(1)[0]
 
 
 def test_relay_delays_each_direction_and_keeps_the_bytes() -> None:

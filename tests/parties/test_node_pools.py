@@ -11,9 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from ppdm.protocols.commutative import _PARALLEL_THRESHOLD
 from ppdm.testbed.consortia import GrpcTestbed
 
 pytestmark = [pytest.mark.grpc, pytest.mark.slow]
+
+# Items per party: every batch of a set union this size is above the size at which it
+# goes to the worker pool (``_PARALLEL_THRESHOLD`` points), so each job uses its pool.
+SMALL, BIG = 4200, 4800
 
 
 def _descendants(pid: int) -> set[int]:
@@ -46,12 +51,13 @@ def _alive(pid: int) -> bool:
 
 
 def test_killed_node_leaves_no_process_and_concurrent_pools_work(tmp_path):
+    assert _PARALLEL_THRESHOLD < SMALL < BIG
     with GrpcTestbed(["alice", "bob", "carol"], tmp_path / "bed", timeout=120) as bed:
         box: dict = {}
 
         def run(initiator: str, workers: int) -> None:
             box[initiator] = bed.run_job(
-                "set-union", {"generate_n": 6000, "workers": workers}, initiator=initiator
+                "set-union", {"generate_n": BIG, "workers": workers}, initiator=initiator
             )
 
         threads = [
@@ -59,7 +65,7 @@ def test_killed_node_leaves_no_process_and_concurrent_pools_work(tmp_path):
             threading.Thread(target=run, args=("carol", 3)),
         ]
         # A small pooled job whose thread ends first must not take workers with it.
-        small = bed.run_job("set-union", {"generate_n": 5000, "workers": 2}, initiator="bob")
+        small = bed.run_job("set-union", {"generate_n": SMALL, "workers": 2}, initiator="bob")
         assert small["state"] == "succeeded", small["error"]
         for t in threads:
             t.start()

@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 
 import grpc
 import pytest
@@ -41,90 +42,96 @@ def _consent_policy(notify_file: str) -> str:
     ).replace("[defaults]\n", "[defaults]\nconsent = true\nconsent_timeout_s = 90\n", 1)
 
 
-def test_an_approval_long_after_the_accepted_ttl_still_runs_the_job(tmp_path):
-    notify_file = tmp_path / "notified.json"
-    limits = NodeLimits(accepted_job_ttl_s=TTL_S)
+@pytest.fixture(scope="module")
+def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GrpcTestbed]:
+    """alice and bob run the open policy, carol's owner decides (told through the
+    ``[notify]`` command, into ``notified.json`` beside the bed's folder); every node
+    drops an accepted job after ``TTL_S``."""
+    root = tmp_path_factory.mktemp("consent")
     policies = {
         "alice": OPEN_POLICY_TOML,
         "bob": OPEN_POLICY_TOML,
-        "carol": _consent_policy(str(notify_file)),
+        "carol": _consent_policy(str(root / "notified.json")),
     }
-    with GrpcTestbed(
-        ["alice", "bob", "carol"], tmp_path / "bed", policy=policies, limits=limits
-    ) as bed:
-        box: dict = {}
-        waits: list[float] = []
-        runner = threading.Thread(
-            target=lambda: box.setdefault(
-                "doc",
-                run_job(
-                    bed.settings["alice"],
-                    "secure-sum",
-                    deadline=HANG,
-                    on_wait=lambda who, s: waits.append(s),
-                ),
-            )
-        )
-        runner.start()
-        jobs: list = []
-        deadline = time.monotonic() + HANG
-        while not jobs and time.monotonic() < deadline:
-            jobs = pending_jobs(bed.settings["carol"])
-            time.sleep(0.1)
-        assert len(jobs) == 1
-        job_id = jobs[0]["job_id"]
-        # The owner's notification names the job and its initiator, nothing private.
-        while not notify_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        told = json.loads(notify_file.read_text())
-        assert told["PPDM_JOB_ID"] == job_id and told["PPDM_INITIATOR"] == "alice"
-        assert told["PPDM_PARTY"] == "carol" and told["PPDM_PROTOCOL"] == "secure-sum"
-        private = {str(v) for v in bed.private_inputs()["carol"].values()}
-        assert not private & set(told.values())
-        # Approve after three times the accepted jobs' TTL at alice and bob.
-        while (not waits or waits[-1] < 3 * TTL_S) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        decide_job(bed.settings["carol"], job_id, approve=True)
-        runner.join(HANG)
-        doc = box["doc"]
-        assert doc["state"] == "succeeded", doc["error"]
-        assert doc["decisions"]["carol"]["decision"] == "approved"
-        assert max(waits) >= 3 * TTL_S
-        inputs = bed.private_inputs()
-        assert doc["parties"]["alice"]["result"]["sum"] == sum(
-            inputs[p]["secure_sum"] for p in bed.parties
-        )
-
-
-def test_an_accepted_job_nobody_asks_about_is_dropped_after_the_ttl(tmp_path):
     limits = NodeLimits(accepted_job_ttl_s=TTL_S)
     with GrpcTestbed(
-        ["alice", "bob", "carol"], tmp_path / "bed", policy=OPEN_POLICY_TOML, limits=limits
-    ) as bed:
-        settings = bed.settings["alice"]
-        job_id = uuid.uuid4().hex
-        request = pb.JobRequest(
-            consortium=settings.consortium.name,
-            job_id=job_id,
-            protocol="secure-sum",
-            params=to_struct({}),
-            initiator="alice",
-            parties=list(bed.parties),
-            roster_version=settings.consortium.version,
+        ["alice", "bob", "carol"], root / "bed", policy=policies, limits=limits
+    ) as testbed:
+        yield testbed
+
+
+def test_an_approval_long_after_the_accepted_ttl_still_runs_the_job(bed):
+    notify_file = bed.workdir.parent / "notified.json"
+    box: dict = {}
+    waits: list[float] = []
+    runner = threading.Thread(
+        target=lambda: box.setdefault(
+            "doc",
+            run_job(
+                bed.settings["alice"],
+                "secure-sum",
+                deadline=HANG,
+                on_wait=lambda who, s: waits.append(s),
+            ),
         )
-        with NodeClient(settings) as client:
-            assert client.stub("bob").ProposeJob(request, timeout=HANG).decision == (
-                pb.DECISION_ACCEPTED
-            )
-            # the initiator went away: nothing keeps the job past its TTL
-            time.sleep(4 * TTL_S)
-            state = (
-                client.stub("bob").GetJobStatus(pb.JobStatusRequest(job_id=job_id), timeout=HANG)
-            ).state
-            assert state == pb.JOB_STATE_CANCELLED
-            with pytest.raises(grpc.RpcError) as info:
-                client.stub("bob").StartJob(pb.JobRef(job_id=job_id), timeout=HANG)
-            assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    )
+    runner.start()
+    jobs: list = []
+    deadline = time.monotonic() + HANG
+    while not jobs and time.monotonic() < deadline:
+        jobs = pending_jobs(bed.settings["carol"])
+        time.sleep(0.1)
+    assert len(jobs) == 1
+    job_id = jobs[0]["job_id"]
+    # The owner's notification names the job and its initiator, nothing private.
+    while not notify_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    told = json.loads(notify_file.read_text())
+    assert told["PPDM_JOB_ID"] == job_id and told["PPDM_INITIATOR"] == "alice"
+    assert told["PPDM_PARTY"] == "carol" and told["PPDM_PROTOCOL"] == "secure-sum"
+    private = {str(v) for v in bed.private_inputs()["carol"].values()}
+    assert not private & set(told.values())
+    # Approve after three times the accepted jobs' TTL at alice and bob.
+    while (not waits or waits[-1] < 3 * TTL_S) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    decide_job(bed.settings["carol"], job_id, approve=True)
+    runner.join(HANG)
+    doc = box["doc"]
+    assert doc["state"] == "succeeded", doc["error"]
+    assert doc["decisions"]["carol"]["decision"] == "approved"
+    assert max(waits) >= 3 * TTL_S
+    inputs = bed.private_inputs()
+    assert doc["parties"]["alice"]["result"]["sum"] == sum(
+        inputs[p]["secure_sum"] for p in bed.parties
+    )
+
+
+def test_an_accepted_job_nobody_asks_about_is_dropped_after_the_ttl(bed):
+    # (bob, the only node asked here, runs the open policy)
+    settings = bed.settings["alice"]
+    job_id = uuid.uuid4().hex
+    request = pb.JobRequest(
+        consortium=settings.consortium.name,
+        job_id=job_id,
+        protocol="secure-sum",
+        params=to_struct({}),
+        initiator="alice",
+        parties=list(bed.parties),
+        roster_version=settings.consortium.version,
+    )
+    with NodeClient(settings) as client:
+        assert client.stub("bob").ProposeJob(request, timeout=HANG).decision == (
+            pb.DECISION_ACCEPTED
+        )
+        # the initiator went away: nothing keeps the job past its TTL
+        time.sleep(4 * TTL_S)
+        state = (
+            client.stub("bob").GetJobStatus(pb.JobStatusRequest(job_id=job_id), timeout=HANG)
+        ).state
+        assert state == pb.JOB_STATE_CANCELLED
+        with pytest.raises(grpc.RpcError) as info:
+            client.stub("bob").StartJob(pb.JobRef(job_id=job_id), timeout=HANG)
+        assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
 
 
 def test_a_hanging_or_failing_notification_never_blocks_the_node(tmp_path, caplog):

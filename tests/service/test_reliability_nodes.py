@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 
 import grpc
 import pytest
@@ -46,50 +47,58 @@ def _serve(bed: GrpcTestbed, settings_path) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def test_a_second_node_of_a_party_exits_naming_the_holder(tmp_path):
-    with GrpcTestbed(["alice", "bob", "carol"], tmp_path, policy=OPEN_POLICY_TOML) as bed:
+def _verify_ledgers(bed: GrpcTestbed) -> None:
+    for party in bed.parties:
+        report = verify_file(bed.workdir / "state" / party / "ledger.sqlite")
+        assert report.ok, (party, report.problems)
+
+
+@pytest.fixture(scope="module")
+def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GrpcTestbed]:
+    """One consortium for the tests that start a second node beside a running one; its
+    ledgers are verified again once its nodes have stopped."""
+    root = tmp_path_factory.mktemp("nodes")
+    with GrpcTestbed(["alice", "bob", "carol"], root, policy=OPEN_POLICY_TOML) as testbed:
+        yield testbed
+    _verify_ledgers(testbed)
+
+
+def test_a_second_node_of_a_party_exits_naming_the_holder(bed):
+    assert bed.run_job("secure-sum")["state"] == "succeeded"
+    holder = bed._procs["carol"].pid
+    done = _serve(bed, bed.settings_path("carol"))
+    assert done.returncode != 0
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    assert f"process {holder}" in lines[0] and "carol" in lines[0]
+    # The running node is untouched: jobs still succeed, the ledger stays whole.
+    for _ in range(3):
         assert bed.run_job("secure-sum")["state"] == "succeeded"
-        holder = bed._procs["carol"].pid
-        done = _serve(bed, bed.settings_path("carol"))
-        assert done.returncode != 0
-        lines = [line for line in done.stderr.splitlines() if line.strip()]
-        assert len(lines) == 1, done.stderr
-        assert f"process {holder}" in lines[0] and "carol" in lines[0]
-        # The running node is untouched: jobs still succeed, the ledger stays whole.
-        for _ in range(3):
-            assert bed.run_job("secure-sum")["state"] == "succeeded"
-    for party in ("alice", "bob", "carol"):
-        report = verify_file(tmp_path / "state" / party / "ledger.sqlite")
-        assert report.ok, report.problems
+    _verify_ledgers(bed)  # a serving node's ledger (again after the stop: the fixture)
 
 
-def test_a_port_another_process_holds_is_refused_naming_it(tmp_path):
-    with GrpcTestbed(["alice", "bob", "carol"], tmp_path, policy=OPEN_POLICY_TOML) as bed:
-        # carol's settings with its own state folder, but alice's port
-        other = tmp_path / "carol-on-alice.toml"
-        other.write_text(bed.settings_path("carol").read_text())
-        alice_port = bed.settings["alice"].listen.rpartition(":")[2]
-        update_toml_file(
-            other, {"node": {"listen": f"127.0.0.1:{alice_port}", "state_dir": "state/x"}}
-        )
+def test_a_port_another_process_holds_is_refused_naming_it(bed):
+    # carol's settings with its own state folder, but alice's port
+    other = bed.workdir / "carol-on-alice.toml"
+    other.write_text(bed.settings_path("carol").read_text())
+    alice_port = bed.settings["alice"].listen.rpartition(":")[2]
+    update_toml_file(other, {"node": {"listen": f"127.0.0.1:{alice_port}", "state_dir": "state/x"}})
+    done = _serve(bed, other)
+    assert done.returncode != 0
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    assert alice_port in lines[0] and f"process {bed._procs['alice'].pid}" in lines[0]
+    assert bed.run_job("secure-sum")["state"] == "succeeded"
+
+    # any other process: this test's own listening socket
+    (port,) = free_ports(1)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))
+        sock.listen()
+        update_toml_file(other, {"node": {"listen": f"127.0.0.1:{port}", "state_dir": "state/y"}})
         done = _serve(bed, other)
-        assert done.returncode != 0
-        lines = [line for line in done.stderr.splitlines() if line.strip()]
-        assert len(lines) == 1, done.stderr
-        assert alice_port in lines[0] and f"process {bed._procs['alice'].pid}" in lines[0]
-        assert bed.run_job("secure-sum")["state"] == "succeeded"
-
-        # any other process: this test's own listening socket
-        (port,) = free_ports(1)
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", port))
-            sock.listen()
-            update_toml_file(
-                other, {"node": {"listen": f"127.0.0.1:{port}", "state_dir": "state/y"}}
-            )
-            done = _serve(bed, other)
-        assert done.returncode != 0
-        assert f"127.0.0.1:{port}" in done.stderr and f"process {os.getpid()}" in done.stderr
+    assert done.returncode != 0
+    assert f"127.0.0.1:{port}" in done.stderr and f"process {os.getpid()}" in done.stderr
 
 
 def test_state_lock_is_exclusive_and_released(tmp_path):

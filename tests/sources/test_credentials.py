@@ -5,20 +5,18 @@ refused), and no error message shows it."""
 from __future__ import annotations
 
 import os
-import socket
 
 import pytest
 
 from ppdm.errors import ConfigError
 from ppdm.sources import SqlSource, open_source, parse_data_entry, resolve_password
+from ppdm.testbed.consortia import free_ports
 
 SECRET = "s3cr3t-Pa55-w0rd-17"
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
 
 
 def _entry(**extra):
