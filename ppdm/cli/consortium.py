@@ -273,7 +273,13 @@ def _check(args: argparse.Namespace) -> int:
         if not args.timeout > 0:
             raise ConfigError("--timeout must be positive")
         doc["settings_of"] = party
-        doc["checks"] = check_party(settings, timeout=args.timeout)
+        try:
+            doc["checks"] = check_party(settings, timeout=args.timeout)
+        finally:
+            if "ppdm.compute" in sys.modules:  # a spark-table entry started the party's engine
+                from ppdm.compute import close_engines
+
+                close_engines()
     ok = all(c["ok"] for c in doc.get("checks", []))
     if args.json:
         write_json(doc, None)

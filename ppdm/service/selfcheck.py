@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ppdm.errors import PPDMError
+from ppdm.errors import ConfigError, PPDMError
 from ppdm.parties.consortium import PartySettings
 
 __all__ = ["SOURCE_CHECK_TIMEOUT_S", "check_party"]
@@ -36,6 +36,8 @@ def _open_entry(settings: PartySettings, key: str, spec: Any, timeout: float) ->
     from ppdm.sources import check_source, read_time_limit, source_columns
 
     data = settings.raw.get("data")
+    if spec.kind == "spark-table":
+        return _open_spark_table(settings, spec)
     check_source(data, key, base_dir=settings.base_dir, party=settings.name)
     if spec.kind == "file" and spec.file_path.is_file():
         with spec.file_path.open("rb") as f:  # readable by this user, not only present
@@ -44,6 +46,25 @@ def _open_entry(settings: PartySettings, key: str, spec: Any, timeout: float) ->
     with read_time_limit(timeout):
         columns = source_columns(data, key, base_dir=settings.base_dir, party=settings.name)
     return f"{spec.describe()}: opened read-only, {len(columns)} columns"
+
+
+def _open_spark_table(settings: PartySettings, spec: Any) -> str:
+    """A ``spark-table`` entry is read through the party's Spark engine, as its node reads
+    it in a job: the engine is started (a local session or the cluster's driver) and the
+    table's columns read from the catalog. The embedded engine cannot read one."""
+    from ppdm.compute import engine_for
+    from ppdm.compute.engine import parse_compute_table
+
+    table = settings.raw.get("compute")
+    if parse_compute_table(table).engine != "spark":
+        raise ConfigError(
+            f'{spec.describe()} is a table of a Spark catalog: it needs [compute] engine = "spark" '
+            "(this party's engine is embedded)"
+        )
+    engine = engine_for(settings.raw, party=settings.name)
+    columns = engine.column_names(spec)
+    master = engine.settings.master
+    return f"{spec.describe()}: read through the Spark engine ({master}), {len(columns)} columns"
 
 
 def check_party(

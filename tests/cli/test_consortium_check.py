@@ -88,3 +88,19 @@ def test_broken_entries_fail_with_their_cause_and_no_secret(net, capsys, monkeyp
     assert not found["[data] down"]["ok"]
     assert not found["policy [data.transaction]"]["ok"]
     assert found["[limits]"]["ok"]
+
+
+def test_a_spark_table_entry_needs_the_spark_engine(net, capsys):
+    """A table of a Spark catalog cannot be read by the embedded engine: the finding
+    names the missing ``[compute]`` setting, not a generic source failure. (With
+    ``engine = "spark"`` the check reads the table through the party's Spark engine:
+    ``tests/compute/test_spark_engine.py``.)"""
+    update_toml_file(
+        net / "carol.toml",
+        {"data": {"lake": {"kind": "spark-table", "table": "sales.baskets"}}},
+    )
+    code, doc = _check(capsys, net / "carol.toml")
+    assert code == 1
+    finding = _by_what(doc)["[data] lake"]
+    assert not finding["ok"]
+    assert 'engine = "spark"' in finding["detail"] and "sales.baskets" in finding["detail"]
