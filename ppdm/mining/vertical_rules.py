@@ -28,7 +28,8 @@ according to who owns its items:
   (:func:`ppdm.protocols.dot_product_ot.binary_dot_product_shares`), kept for
   comparison; ``method="paillier"``: Paillier dot products
   (:func:`ppdm.protocols.dot_product_paillier.dot_product_paillier`, output as shares;
-  slow, for comparison). Three or more owners always use the GMW path: the
+  slow, for comparison; the holder of a pair generates one key for the job and uses it
+  for all of the pair's dot products). Three or more owners always use the GMW path: the
   commutative-encryption intersection (``multiparty="intersection"``) revealed subset
   intersection sizes to its evaluator and is refused with three or more parties.
 
@@ -94,7 +95,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -109,6 +110,9 @@ from ppdm.mining.itemsets import (
 )
 from ppdm.parties.network import Network
 from ppdm.progress import Progress, progress_or_null
+
+if TYPE_CHECKING:
+    from ppdm.protocols.paillier import PaillierPrivateKey
 
 log = logging.getLogger(__name__)
 
@@ -255,7 +259,7 @@ def vertical_association_rules(
     threshold = max(min_count(min_support, n), min_aggregate)
     guard = _Protection(protect, threshold, scale, max_shared_candidates)
     prog = progress_or_null(progress)
-    sessions: dict[tuple[str, str], Any] = {}
+    sessions: dict[tuple[str, ...], Any] = {}
     counts: dict[frozenset, int] = {}
     levels: list[dict[str, Any]] = []
     prev: list[tuple] = []
@@ -362,7 +366,7 @@ def _count_group(
     cands: Sequence[tuple],
     owner: Mapping[Any, str],
     method: str,
-    sessions: dict[tuple[str, str], Any],
+    sessions: dict[tuple[str, ...], Any],
     counts: Mapping[frozenset, int],
     key_bits: int,
     guard: _Protection,
@@ -410,7 +414,8 @@ def _count_group(
             share = _shared_counts(net, root, db, plan, sessions)
         elif method == "paillier":
             a, b = owners
-            share = _pair_paillier(net, db, own_parts, a, b, key_bits)
+            key = _paillier_key(sessions, a, b, key_bits) if me == a else None
+            share = _pair_paillier(net, db, own_parts, a, b, key_bits, key)
         else:
             a, b = owners
             share = _pair_ot(net, db, own_parts, a, b, _session(root, sessions, a, b))
@@ -435,7 +440,7 @@ def _open_protected(
     thresholds: np.ndarray,
     n: int,
     guard: _Protection,
-    sessions: dict[tuple[str, str], Any],
+    sessions: dict[tuple[str, ...], Any],
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(frequent, published counts)`` of shared candidates from this owner's
     ``share``: noisy counts (``dp``; capped at the public bound) or exact counts opened
@@ -492,7 +497,7 @@ def _receive_frequent(
     return {c: int(v) for c, v in zip(chosen, got, strict=True)}
 
 
-def _session(root: Network, sessions: dict[tuple[str, str], Any], a: str, b: str) -> Any:
+def _session(root: Network, sessions: dict[tuple[str, ...], Any], a: str, b: str) -> Any:
     """The job's OT session between ``a`` and ``b`` (consortium order), made on first use."""
     from ppdm.protocols.ot.extension import OTSession
 
@@ -537,7 +542,7 @@ def _shared_counts(
     root: Network,
     db: TransactionDB,
     plan: tuple[list[str], dict[str, list[tuple]], np.ndarray, np.ndarray],
-    sessions: dict[tuple[str, str], Any],
+    sessions: dict[tuple[str, ...], Any],
 ) -> np.ndarray:
     """This owner's additive shares of the supports of candidates over two or more
     owners, by :func:`~ppdm.protocols.gmw.multiparty_and_shares`; only this party's
@@ -597,12 +602,35 @@ def _pair_ot(
     return np.concatenate(out) if out else np.zeros(0, dtype=np.uint64)
 
 
+def _paillier_key(
+    sessions: dict[tuple[str, ...], Any], a: str, b: str, key_bits: int
+) -> PaillierPrivateKey:
+    """The Paillier key pair ``a`` holds for its dot products with ``b`` in this job, made
+    on first use (held in ``sessions`` beside the OT sessions, under a 3-tuple key that
+    no pair of parties uses). One key for all groups and levels: a fresh key per dot
+    product cost a prime search and the encryption tables each time and protects
+    nothing more (``b`` only ever sees ciphertexts under ``a``'s key)."""
+    from ppdm.protocols.paillier import generate_keypair
+
+    slot = ("paillier", a, b)
+    if slot not in sessions:
+        sessions[slot] = generate_keypair(key_bits)[1]
+    return sessions[slot]
+
+
 def _pair_paillier(
-    net: Network, db: TransactionDB, parts: list[tuple], a: str, b: str, key_bits: int
+    net: Network,
+    db: TransactionDB,
+    parts: list[tuple],
+    a: str,
+    b: str,
+    key_bits: int,
+    key: PaillierPrivateKey | None,
 ) -> np.ndarray:
     """Paillier path: one encrypted cover per distinct ``a``-part, dot products with all
     of ``b``'s covers that go with it (Vaidya & Clifton 2002 with Goethals et al.'s
-    scalar product), as additive shares modulo the key's ``N``. Returns shares modulo
+    scalar product), as additive shares modulo the key's ``N``; ``a`` passes its
+    :func:`_paillier_key` (``b`` passes ``None``). Returns shares modulo
     ``2^64``: shares ``s_a + s_b = c + N`` as integers unless ``s_b <= c`` (probability
     ``(c + 1) / N`` for a uniform mask), so ``s_a`` and ``s_b - N`` add up to ``c``."""
     from ppdm.parties.codec import ByteStrings
@@ -640,7 +668,7 @@ def _pair_paillier(
             holder=a,
             other=b,
             output="shares",
-            key_bits=key_bits,
+            key=key,
             min_key_bits=min(key_bits, 2048),
         )
         if len(res.shares) != len(rows):
