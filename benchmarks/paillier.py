@@ -68,6 +68,14 @@ def main() -> None:
     short = PaillierPublicKey(pub.n, exponent_bits=SHORT_EXPONENT_BITS)
     phe_pub, phe_priv = pub.to_phe(), priv.to_phe()
     _ = pub.table, short.table, priv.random_masks(1)  # tables built outside the timing
+    # The full-size comb of before the split form (same key), as the baseline of its row.
+    split_from = comb.SPLIT_MIN_ROOT_BITS
+    comb.SPLIT_MIN_ROOT_BITS = pub.bits + 1
+    try:
+        full = PaillierPublicKey(pub.n)
+        _ = full.table
+    finally:
+        comb.SPLIT_MIN_ROOT_BITS = split_from
     values = list(range(n_enc))
 
     phe_enc = _rate(n_phe, lambda: [phe_pub.encrypt(v) for v in values[:n_phe]])
@@ -78,9 +86,11 @@ def main() -> None:
     try:
         enc_pub_1 = _rate(n_enc, lambda: pub.encrypt_many(values))
         enc_pub_cpu = _cpu_rate(n_enc, lambda: pub.encrypt_many(values))
+        enc_full_cpu = _cpu_rate(n_enc, lambda: full.encrypt_many(values))
         enc_owner_cpu = _cpu_rate(n_enc, lambda: priv.encrypt_many(values))
     finally:
         comb.MASK_THREADS = threads
+    enc_pub_threads_cpu = _cpu_rate(n_enc, lambda: pub.encrypt_many(values))
     enc_short = _rate(n_enc, lambda: short.encrypt_many(values))
     enc_owner = _rate(n_enc, lambda: priv.encrypt_many(values))
     enc_pool = _rate(n_enc, lambda: pub.encrypt_many(values, workers=2))
@@ -116,6 +126,26 @@ def main() -> None:
             phe_enc_cpu,
             "phe encrypt per CPU second",
             "(exponent n/2, one thread, per CPU second: one free core; 2 cores give up to twice)",
+        )
+    )
+    report.add(
+        Row(
+            "encrypt_public_split_comb_per_cpu_s",
+            enc_pub_cpu,
+            "enc/CPU s",
+            enc_full_cpu,
+            "full-size comb (before the split form)",
+            "(exponent n/2, one thread, per CPU second; same key, same run)",
+        )
+    )
+    report.add(
+        Row(
+            f"encrypt_public_{threads}_threads_per_cpu_s",
+            enc_pub_threads_cpu,
+            "enc/CPU s",
+            enc_pub_cpu,
+            "one thread per CPU second",
+            f"(what {threads} threads cost in CPU: below the baseline = overhead)",
         )
     )
     report.add(

@@ -1,5 +1,5 @@
-"""The fixed-base comb behind DJN encryption (issue 25, item 5) and the one-way
-``keys -> pool`` dependency (issue 26, item 4)."""
+"""The fixed-base comb behind DJN encryption (issue 25, item 5), its split form modulo a
+square, and the one-way ``keys -> pool`` dependency (issue 26, item 4)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ppdm.protocols.paillier.keys as keys_module
-from ppdm.protocols.paillier import FixedBaseTable, generate_keypair
+from ppdm.protocols.paillier import FixedBaseTable, comb, generate_keypair
+from ppdm.protocols.paillier.comb import SquareModulusTable, table_mod_square
 
 MOD = 1_000_000_007 * 998_244_353
 PAILLIER = Path(keys_module.__file__).resolve().parent
@@ -30,6 +31,38 @@ def test_comb_matches_powmod_for_every_layout(bits, window, blocks, data):
     assert table.span * table.window >= bits  # the layout covers every exponent bit
     for e in (0, 1, (1 << bits) - 1, data.draw(st.integers(0, (1 << bits) - 1))):
         assert table.pow(e) == pow(5, e, MOD)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(min_value=1, max_value=300),
+    st.integers(min_value=1, max_value=10),
+    st.integers(min_value=1, max_value=9),
+    st.data(),
+)
+def test_split_comb_matches_powmod_for_every_layout(bits, window, blocks, data):
+    """Modulo root^2 for a composite root (as Paillier's n^2): the split entries a (1 +
+    root beta) give exactly base^e, zero and all-ones exponents included."""
+    table = SquareModulusTable(5, MOD, exponent_bits=bits, window=window, blocks=blocks)
+    assert table.modulus == MOD * MOD
+    for e in (0, 1, (1 << bits) - 1, data.draw(st.integers(0, (1 << bits) - 1))):
+        assert table.pow(e) == pow(5, e, MOD * MOD)
+
+
+def test_split_comb_needs_a_unit_base():
+    with pytest.raises(ValueError, match="unit"):
+        SquareModulusTable(1_000_000_007 * 3, MOD, exponent_bits=20, window=4)
+    with pytest.raises(ValueError, match="unit"):
+        SquareModulusTable(0, MOD, exponent_bits=20, window=4)
+
+
+def test_split_form_is_chosen_from_its_threshold_on():
+    big = (1 << (comb.SPLIT_MIN_ROOT_BITS - 1)) + 1
+    small = (1 << (comb.SPLIT_MIN_ROOT_BITS - 2)) + 1
+    assert type(table_mod_square(7, big, exponent_bits=24, window=3)) is SquareModulusTable
+    assert type(table_mod_square(7, small, exponent_bits=24, window=3)) is FixedBaseTable
+    e = 0xABCDEF
+    assert table_mod_square(7, big, exponent_bits=24, window=3).pow(e) == pow(7, e, big * big)
 
 
 def test_comb_refuses_exponents_out_of_range():
@@ -90,15 +123,23 @@ def test_pool_does_not_import_keys():
     assert "ppdm.protocols.paillier.pool" in _imports(PAILLIER / "keys.py")
 
 
-def test_owner_masks_are_the_public_masks_of_the_same_exponents(monkeypatch):
-    """The key owner's CRT path (both combs in one loop) gives exactly h_s^alpha mod n^2
-    for the exponents its sampler drew, zero included."""
+@pytest.mark.parametrize("split_from_bits", [comb.SPLIT_MIN_ROOT_BITS, 1])
+def test_owner_masks_are_the_public_masks_of_the_same_exponents(monkeypatch, split_from_bits):
+    """The key owner's CRT path (combs mod p^2 and q^2 in one loop, full-size or split)
+    gives exactly h_s^alpha mod n^2 for the exponents its sampler drew, zero included; so
+    does the public comb."""
+    monkeypatch.setattr(comb, "SPLIT_MIN_ROOT_BITS", split_from_bits)
     pub, priv = generate_keypair(512, allow_insecure=True)
-    tp, _, _ = priv._tables
+    tp, tq, _ = priv._tables
+    for table, root in ((tp, priv.p), (tq, priv.q), (pub.table, pub.n)):
+        assert isinstance(table, SquareModulusTable) == (root.bit_length() >= split_from_bits)
+    assert isinstance(tp, SquareModulusTable) == (split_from_bits == 1)  # both variants run
     drawn = tp._random_exponents(40).copy()
     drawn[0] = 0
     monkeypatch.setattr(tp, "_random_exponents", lambda count: drawn[:count])
+    monkeypatch.setattr(pub.table, "_random_exponents", lambda count: drawn[:count])
     masks = priv._random_masks(40)
-    for row, mask in zip(drawn, masks, strict=True):
+    public = pub.table._random_powers(40)
+    for row, mask, pmask in zip(drawn, masks, public, strict=True):
         e = int.from_bytes(row.tobytes(), "little")
-        assert mask == pow(int(pub.h_s), e, int(pub.nsquare))
+        assert mask == pmask == pow(int(pub.h_s), e, int(pub.nsquare))

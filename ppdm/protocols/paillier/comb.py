@@ -1,6 +1,7 @@
 """Precomputation for DJN encryption (:mod:`ppdm.protocols.paillier.keys`): the fixed-base
 comb (:class:`FixedBaseTable`, Lim and Lee, CRYPTO 1994) that turns ``h_s^alpha`` into a
-few table look-ups, and the threads that evaluate large batches of it at once.
+few table look-ups, its split form modulo a square (:class:`SquareModulusTable`: products
+by half-size numbers), and the threads that evaluate large batches of it at once.
 
 The randomness of the exponents comes from ``os.urandom`` only.
 """
@@ -22,7 +23,10 @@ __all__ = [
     "DEFAULT_WINDOW",
     "MASK_THREADS",
     "MASK_THREAD_MIN",
+    "SPLIT_MIN_ROOT_BITS",
     "FixedBaseTable",
+    "SquareModulusTable",
+    "table_mod_square",
     "threaded_batches",
 ]
 
@@ -31,6 +35,12 @@ __all__ = [
 DEFAULT_WINDOW = 12
 #: Column blocks of the comb tables (one table of ``2^window`` entries each).
 DEFAULT_COMB_BLOCKS = 8
+#: Smallest ``root`` (in bits) for which :func:`table_mod_square` stores the split form
+#: (:class:`SquareModulusTable`). Measured per encryption: 30-40 % fewer CPU seconds at a
+#: 2,048-bit root (the public key), about 20 % at 1,536 bits; at 1,024 bits (the key
+#: owner's halves of a 2048-bit key) 0-10 %, not worth a build that costs 1.5-2x as
+#: much (0.1-0.2 s more per key); below, the full-size products are faster.
+SPLIT_MIN_ROOT_BITS = 1536
 #: Threads that compute randomizers of one large batch at once (gmpy2 releases the GIL
 #: for big-number arithmetic in them, so they use several cores in one process).
 MASK_THREADS = max(1, min(os.cpu_count() or 1, 4))
@@ -103,25 +113,29 @@ class FixedBaseTable:
             raise ValueError("exponent_bits must be positive")
         if blocks < 1:
             raise ValueError("blocks must be positive")
-        self.modulus = m = mpz(modulus)
+        self.modulus = mpz(modulus)
         self.window = window
         self.exponent_bits = exponent_bits
         span = -(-exponent_bits // window)  # bits per row before rounding to the blocks
         self.blocks = v = min(blocks, span)
         self.steps = b = -(-span // v)
-        self.span = a = v * b
+        self.span = v * b
+        self._weights = (np.uint64(1) << np.arange(window, dtype=np.uint64))[None, :, None, None]
+        self._build(mpz(base))
+
+    def _build(self, base: Any) -> None:
+        m, a, b = self.modulus, self.span, self.steps
         # base^(2^j) for every bit position j of the (window x span) layout.
-        powers = [mpz(base) % m]
-        for _ in range(1, window * a):
+        powers = [base % m]
+        for _ in range(1, self.window * a):
             powers.append(powers[-1] * powers[-1] % m)
         self.tables: list[list[Any]] = []
-        for k in range(v):
+        for k in range(self.blocks):
             tab = [mpz(1)]
-            for u in range(1, 1 << window):
+            for u in range(1, 1 << self.window):
                 top = u.bit_length() - 1
                 tab.append(tab[u ^ (1 << top)] * powers[top * a + k * b] % m)
             self.tables.append(tab)
-        self._weights = (np.uint64(1) << np.arange(window, dtype=np.uint64))[None, :, None, None]
 
     def pow(self, e: int) -> Any:
         """``base^e mod modulus`` (``0 <= e < 2^exponent_bits``)."""
@@ -178,3 +192,172 @@ class FixedBaseTable:
                 if u:
                     acc = tab[u] if acc is None else acc * tab[u] % m
         return mpz(1) if acc is None else acc
+
+    def _evaluate_pair(self, other: FixedBaseTable, steps: list[list[int]]) -> tuple[Any, Any]:
+        """``(self._evaluate(steps), other._evaluate(steps))`` for a table of the same
+        class and layout, in one loop (less interpreter work: the key owner's combs mod
+        ``p^2`` and ``q^2`` for one exponent)."""
+        m, m2 = self.modulus, other.modulus
+        acc: Any = None
+        acc2: Any = None
+        for row in steps:
+            if acc is not None:
+                acc = acc * acc % m
+                acc2 = acc2 * acc2 % m2
+            for tab, tab2, u in zip(self.tables, other.tables, row, strict=True):
+                if u:
+                    if acc is None:
+                        acc, acc2 = tab[u], tab2[u]
+                    else:
+                        acc = acc * tab[u] % m
+                        acc2 = acc2 * tab2[u] % m2
+        if acc is None:
+            return mpz(1), mpz(1)
+        return acc, acc2
+
+
+class SquareModulusTable(FixedBaseTable):
+    """The comb of :class:`FixedBaseTable` modulo a square ``root^2`` (Paillier's ``n^2``,
+    or ``p^2`` for the key owner), with every multiplication by a table entry on a
+    half-size number.
+
+    Every entry ``T`` (a unit) is stored as ``a (1 + root beta) mod root^2`` with ``a = T mod
+    root`` and ``beta`` in ``[0, root)``. Since ``root^2`` divides ``(root x)(root y)``, the
+    ``1 + root beta`` factors of a product add up: ``prod_k T_k = (prod_k a_k) (1 + root
+    sum_k beta_k) mod root^2``. A power is therefore the comb over the ``a`` alone, two
+    half-size ``a`` multiplied together before each product and reduction mod ``root^2``
+    (one full-size operation per two entries instead of one per entry), plus a sum of the
+    ``beta``, joined at the end by one product mod ``root``. At a 2048-bit Paillier ``n``
+    this takes 30-40 % fewer CPU seconds per power than :class:`FixedBaseTable` (measured
+    in ``benchmarks/paillier.py``), for the same exponents and the same results.
+
+    The tables are built without a modular inverse per entry: when ``x y = a + root q``
+    (``a = x y mod root``), ``beta(x y) = beta(x) + beta(y) + q / a`` and ``1 / a = (1 /
+    a(x)) (1 / a(y)) mod root`` is carried along, so one inversion serves the whole table.
+
+    >>> t = SquareModulusTable(3, 1009, exponent_bits=20, window=4)
+    >>> t.pow(123456) == pow(3, 123456, 1009**2)
+    True
+    """
+
+    def __init__(
+        self,
+        base: int,
+        root: int,
+        *,
+        exponent_bits: int,
+        window: int,
+        blocks: int = DEFAULT_COMB_BLOCKS,
+    ) -> None:
+        self.root = mpz(root)
+        if self.root < 3 or gmpy2.gcd(mpz(base), self.root) != 1:
+            raise ValueError("the base must be a unit modulo root (root >= 3)")
+        super().__init__(
+            base, self.root * self.root, exponent_bits=exponent_bits, window=window, blocks=blocks
+        )
+
+    def _build(self, base: Any) -> None:
+        r, a, b = self.root, self.span, self.steps
+        # (a, beta, 1/a) of base^(2^j) for every bit position j of the layout; squaring
+        # (a + r q = a_x^2): beta = 2 beta_x + q / a.
+        high, low = divmod(base % self.modulus, r)
+        inv = gmpy2.invert(low, r)
+        powers = [(low, high * inv % r, inv)]
+        for _ in range(1, self.window * a):
+            x, beta, inv = powers[-1]
+            q, x = divmod(x * x, r)
+            inv = inv * inv % r
+            powers.append((x, (2 * beta + q * inv) % r, inv))
+        self.factors: list[list[Any]] = []
+        self.betas: list[list[Any]] = []
+        for k in range(self.blocks):
+            fac, bet, invs = [mpz(1)], [mpz(0)], [mpz(1)]
+            for u in range(1, 1 << self.window):
+                parent = u ^ (1 << (u.bit_length() - 1))
+                px, pbeta, pinv = powers[(u.bit_length() - 1) * a + k * b]
+                q, x = divmod(fac[parent] * px, r)
+                inv = invs[parent] * pinv % r
+                fac.append(x)
+                bet.append((bet[parent] + pbeta + q * inv) % r)
+                invs.append(inv)
+            self.factors.append(fac)
+            self.betas.append(bet)
+
+    def _evaluate(self, steps: list[list[int]]) -> Any:
+        m, r = self.modulus, self.root
+        acc = None
+        total = 0
+        for row in steps:
+            if acc is not None:
+                acc = acc * acc % m
+                total <<= 1
+            held = None  # two half-size factors, one reduction: cheaper than two
+            for fac, bet, u in zip(self.factors, self.betas, row, strict=True):
+                if u:
+                    total += bet[u]
+                    if held is None:
+                        held = fac[u]
+                    else:
+                        acc = held * fac[u] if acc is None else acc * (held * fac[u]) % m
+                        held = None
+            if held is not None:
+                acc = held if acc is None else acc * held % m
+        if acc is None:
+            return mpz(1)
+        return (acc + r * (acc % r * (total % r) % r)) % m
+
+    def _evaluate_pair(self, other: FixedBaseTable, steps: list[list[int]]) -> tuple[Any, Any]:
+        """Both tables' powers for one exponent in one loop, as
+        :meth:`FixedBaseTable._evaluate_pair` (``other`` a split table of the same layout)."""
+        if not isinstance(other, SquareModulusTable):
+            raise TypeError("both tables must be split tables")
+        m, r, m2, r2 = self.modulus, self.root, other.modulus, other.root
+        acc: Any = None
+        acc2: Any = None
+        total = total2 = 0
+        columns = list(zip(self.factors, self.betas, other.factors, other.betas, strict=True))
+        for row in steps:
+            if acc is not None:
+                acc = acc * acc % m
+                acc2 = acc2 * acc2 % m2
+                total <<= 1
+                total2 <<= 1
+            held: Any = None
+            held2: Any = None
+            for (fac, bet, fac2, bet2), u in zip(columns, row, strict=True):
+                if u:
+                    total += bet[u]
+                    total2 += bet2[u]
+                    if held is None:
+                        held, held2 = fac[u], fac2[u]
+                    elif acc is None:
+                        acc, acc2, held = held * fac[u], held2 * fac2[u], None
+                    else:
+                        acc = acc * (held * fac[u]) % m
+                        acc2 = acc2 * (held2 * fac2[u]) % m2
+                        held = None
+            if held is not None:
+                if acc is None:
+                    acc, acc2 = held, held2
+                else:
+                    acc = acc * held % m
+                    acc2 = acc2 * held2 % m2
+        if acc is None:
+            return mpz(1), mpz(1)
+        return (
+            (acc + r * (acc % r * (total % r) % r)) % m,
+            (acc2 + r2 * (acc2 % r2 * (total2 % r2) % r2)) % m2,
+        )
+
+
+def table_mod_square(
+    base: int, root: int, *, exponent_bits: int, window: int, blocks: int = DEFAULT_COMB_BLOCKS
+) -> FixedBaseTable:
+    """The comb of ``base`` modulo ``root^2``: a :class:`SquareModulusTable` for a ``root``
+    of at least :data:`SPLIT_MIN_ROOT_BITS` bits, else a :class:`FixedBaseTable` (same
+    powers, same sampler)."""
+    options: dict[str, int] = {"exponent_bits": exponent_bits, "window": window, "blocks": blocks}
+    root = mpz(root)
+    if root.bit_length() >= SPLIT_MIN_ROOT_BITS:
+        return SquareModulusTable(base, root, **options)
+    return FixedBaseTable(base, root * root, **options)

@@ -19,8 +19,14 @@ Decryption uses the CRT (``c^(p-1) mod p^2`` and ``c^(q-1) mod q^2``, as in ``ph
 Speed: ``h_s^alpha`` comes from a fixed-base comb (Lim-Lee; 8 tables of ``2^12`` powers,
 built once per key), so an encryption of a 1,024-bit ``alpha`` costs 88 modular
 multiplications and 10 squarings instead of a full exponentiation (a fixed-base window
-table of 8-bit digits, the same 32,768 entries, needs 127). The key owner uses two
-half-size combs (mod ``p^2`` and ``q^2``) and the CRT.
+table of 8-bit digits, the same 32,768 entries, needs 127). For an ``n`` of 1,536 bits
+or more (:data:`~ppdm.protocols.paillier.comb.SPLIT_MIN_ROOT_BITS`) each entry is
+stored split as ``a (1 + n beta)`` with ``a < n``
+(:class:`~ppdm.protocols.paillier.comb.SquareModulusTable`), so the 88 products are by
+half-size numbers, taken two at a time before one reduction mod ``n^2``, and the
+``beta`` are only added: 1.3-1.6x as many encryptions per CPU second at 2048 bits, the
+same ciphertexts for the same ``alpha``. The key owner uses two half-size combs (mod
+``p^2`` and ``q^2``, in one loop; split from 3072-bit keys on) and the CRT.
 
 Security assumption (document it where keys are used)
 ------------------------------------------------------
@@ -69,6 +75,7 @@ from ppdm.protocols.paillier import pool
 from ppdm.protocols.paillier.comb import DEFAULT_COMB_BLOCKS as DEFAULT_COMB_BLOCKS
 from ppdm.protocols.paillier.comb import DEFAULT_WINDOW as DEFAULT_WINDOW
 from ppdm.protocols.paillier.comb import FixedBaseTable as FixedBaseTable
+from ppdm.protocols.paillier.comb import table_mod_square
 from ppdm.protocols.paillier.comb import threaded_batches as threaded_batches
 from ppdm.protocols.paillier.encoding import (
     decode_signed,
@@ -260,9 +267,9 @@ class PaillierPublicKey:
 
     @cached_property
     def table(self) -> FixedBaseTable:
-        """The fixed-base table of :attr:`h_s` (built on first use)."""
-        return FixedBaseTable(
-            self.h_s, self.nsquare, exponent_bits=self.exponent_bits, window=self.window
+        """The fixed-base table of :attr:`h_s` mod ``n^2`` (built on first use)."""
+        return table_mod_square(
+            self.h_s, self.n, exponent_bits=self.exponent_bits, window=self.window
         )
 
     def random_masks(self, count: int) -> list[Any]:
@@ -527,17 +534,11 @@ class PaillierPrivateKey:
     def _tables(self) -> tuple[FixedBaseTable, FixedBaseTable, Any]:
         pk = self.public_key
         h = _derive_h(pk.n)
-        tp = FixedBaseTable(
-            gmpy2.powmod(h, pk.n, self.psquare),
-            self.psquare,
-            exponent_bits=pk.exponent_bits,
-            window=pk.window,
-        )
-        tq = FixedBaseTable(
-            gmpy2.powmod(h, pk.n, self.qsquare),
-            self.qsquare,
-            exponent_bits=pk.exponent_bits,
-            window=pk.window,
+        tp, tq = (
+            table_mod_square(
+                gmpy2.powmod(h, pk.n, x * x), x, exponent_bits=pk.exponent_bits, window=pk.window
+            )
+            for x in (self.p, self.q)
         )
         return tp, tq, gmpy2.invert(self.qsquare, self.psquare)
 
@@ -550,24 +551,12 @@ class PaillierPrivateKey:
         tp, tq, q2inv = self._tables
         p2, q2 = self.psquare, self.qsquare
         out = []
-        one = mpz(1)
+        same = type(tp) is type(tq)  # (p and q of one size, unless built unchecked)
         for steps in tp._indices(tp._random_exponents(count)):
-            # Both combs in one loop (same layout, same exponent): less interpreter work.
-            ap: Any = None
-            aq: Any = None
-            for row in steps:
-                if ap is not None:
-                    ap = ap * ap % p2
-                    aq = aq * aq % q2
-                for tab_p, tab_q, u in zip(tp.tables, tq.tables, row, strict=True):
-                    if u:
-                        if ap is None:
-                            ap, aq = tab_p[u], tab_q[u]
-                        else:
-                            ap = ap * tab_p[u] % p2
-                            aq = aq * tab_q[u] % q2
-            if ap is None:
-                ap = aq = one
+            # Same exponent mod p^2 and q^2; both combs in one loop: less interpreter work.
+            ap, aq = (
+                tp._evaluate_pair(tq, steps) if same else (tp._evaluate(steps), tq._evaluate(steps))
+            )
             out.append(aq + q2 * ((ap - aq) * q2inv % p2))
         return out
 
