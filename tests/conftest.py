@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, settings
 # value keeps it.
 _ONE_THREAD = "OPENBLAS_NUM_THREADS" not in os.environ
 # pytest caches the assertion-rewritten test modules only where bytecode may be written;
-# under PYTHONDONTWRITEBYTECODE every worker of every run rewrote all 290 modules again
+# under PYTHONDONTWRITEBYTECODE every worker of every run rewrote all of the about 290 modules again
 # (about 9 CPU s each). The cache sits in the checkout's __pycache__ folders (ignored by git).
 sys.dont_write_bytecode = False
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -188,7 +188,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     )
     if loadgroup:
         for item in items:
-            if _module_scoped(item):
+            # (a module's own group, such as the Spark modules' shared session, is kept)
+            if _module_scoped(item) and item.get_closest_marker("xdist_group") is None:
                 item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
     yield
     if loadgroup and DURATIONS.is_file():

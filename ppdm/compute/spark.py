@@ -222,6 +222,11 @@ class SparkEngine(ComputeEngine):
             raise
         except _spark_errors() as exc:
             if guard.reason is not None:
+                log.warning(
+                    "the Spark work of job group %s stopped with the cancel: %s",
+                    guard.group,
+                    _first_line(exc),
+                )
                 raise guard.reason from None
             log.error("Spark failed while %s: %s", what, _first_line(exc))
             with self._lock:

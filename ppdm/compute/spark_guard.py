@@ -9,6 +9,12 @@ group (``interruptOnCancel``: the tasks are interrupted and their Python workers
 killed), and again at every later look, so a Spark job the step starts afterwards is
 cancelled too. The group's description is fixed: no parameter or value of the job is
 in the Spark UI or logs.
+
+A step that calls :meth:`~ppdm.compute.spark.SparkEngine.run` again inside (the
+counting steps look up the engine's partitions that way) stays in its own group: the
+inner call's guard does nothing, so it neither moves the thread's Spark jobs to another
+group nor clears the group when it returns (which left the step's later Spark jobs in
+no group at all, out of reach of the cancel).
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ __all__ = ["GUARD_POLL_S", "JobGuard"]
 log = logging.getLogger("ppdm.compute.spark")
 
 _GROUPS = itertools.count(1)
+#: The guard of the step this thread runs, if any (a nested ``run`` joins it).
+_ACTIVE = threading.local()
 #: Seconds between two looks of a job guard at the clock and at the job's end.
 GUARD_POLL_S = 0.1
 
@@ -48,13 +56,17 @@ class JobGuard:
         self.limit = current_read_timeout()
         self.scope = current_job()
         self.group: str | None = None
-        #: Why the call's Spark jobs were cancelled: the exception the call raises.
-        self.reason: BaseException | None = None
+        self._reason: BaseException | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._context: Any = None
+        self._outer: JobGuard | None = None
 
     def __enter__(self) -> JobGuard:
+        self._outer = getattr(_ACTIVE, "guard", None)
+        if self._outer is not None:  # inside a step's guard: it watches, in its group
+            self.group = self._outer.group
+            return self
         if self.limit is None and self.scope is None:
             return self
         if self.scope is not None:
@@ -71,6 +83,7 @@ class JobGuard:
             target=self._watch, name=f"ppdm-spark-guard-{self.group}", daemon=True
         )
         self._thread.start()
+        _ACTIVE.guard = self
         return self
 
     def _watch(self) -> None:
@@ -101,9 +114,20 @@ class JobGuard:
             with contextlib.suppress(Exception):
                 self._context.cancelJobGroup(self.group)
 
+    @property
+    def reason(self) -> BaseException | None:
+        """Why the call's Spark jobs were cancelled: the exception the call raises (a
+        nested call's: its step's)."""
+        return self._outer.reason if self._outer is not None else self._reason
+
+    @reason.setter
+    def reason(self, value: BaseException | None) -> None:
+        self._reason = value
+
     def __exit__(self, *exc: object) -> None:
         if self._thread is None:
             return
+        _ACTIVE.guard = None
         self._stop.set()
         self._thread.join()
         with contextlib.suppress(Exception):

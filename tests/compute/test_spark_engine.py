@@ -1,7 +1,7 @@
 """The Spark engine in process (issue 28): string item labels, unsorted Parquet and a
 table of the Spark catalog give the embedded engine's counts; faults have their public
 classes; a step past the job's timeout or of a job that ended is cancelled on Spark. One
-JVM for the module.
+JVM, shared with the JDBC module (tests/compute/conftest.py).
 """
 
 from __future__ import annotations
@@ -12,47 +12,21 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ppdm.compute import ComputeError, EmbeddedEngine, parse_compute_table
+from ppdm.compute import EmbeddedEngine
 from ppdm.errors import ConfigError, PublicError, SourceError
 from ppdm.mining.itemsets import support_counts
 from ppdm.sources import parse_data_entry
 
-#: JVM options of a short local session (docs/scale.md, "Short local sessions").
-SHORT_SESSION_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+#: The session is the Spark tier's shared one (tests/compute/conftest.py), with the JDBC
+#: module's: one JVM for both, on one xdist worker.
+pytestmark = pytest.mark.xdist_group("spark")
 
 
-@pytest.fixture(scope="module")
-def spark(tier_unavailable, tmp_path_factory):
-    try:
-        from ppdm.compute.spark import SparkEngine
-    except ImportError:
-        tier_unavailable("spark", 'pyspark is not installed (pip install -e ".[spark]")')
-    import shutil
-
-    if shutil.which("java") is None:
-        tier_unavailable("spark", "no Java runtime (apt-get install default-jre-headless)")
-    bad = SparkEngine(parse_compute_table({"engine": "spark", "master": "no-such-master://x"}))
-    with pytest.raises(ComputeError) as info:
-        bad.session()
-    assert PublicError.of(info.value, "alice").code == "compute-failed"
-    engine = SparkEngine(
-        parse_compute_table(
-            {
-                "engine": "spark",
-                "master": "local[2]",
-                "conf": {
-                    "spark.sql.shuffle.partitions": 2,
-                    # a short session: the C1 JIT only and the serial GC start the JVM on
-                    # a third less CPU (docs/scale.md); results do not change
-                    "spark.driver.extraJavaOptions": SHORT_SESSION_JAVA_OPTIONS,
-                    # catalog tables of the tests go to a temporary warehouse
-                    "spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("warehouse")),
-                },
-            }
-        )
-    )
-    yield engine
-    engine.close()
+@pytest.fixture
+def spark(spark_engine):
+    """The shared engine (``local[2]``; before it started, an engine on a master that
+    does not exist failed as ``compute-failed``)."""
+    return spark_engine
 
 
 def _baskets(tmp: Path, seed: int) -> Path:
@@ -157,25 +131,47 @@ def _quick_job_runs(engine) -> bool:
     return done.wait(240)
 
 
+def _no_active_jobs(engine) -> bool:
+    """Whether the session comes to have no active job (its status store learns of a
+    job's end from Spark's listener bus, a moment after the job's caller: a generous
+    deadline, minutes not seconds)."""
+    import time
+
+    tracker = engine.session().sparkContext.statusTracker()
+    deadline = time.monotonic() + 240
+    while tracker.getActiveJobsIds():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
 @pytest.mark.timeout(900)
 def test_a_spark_step_past_the_job_timeout_is_cancelled_as_source_timeout(spark):
     """A deliberately slow Spark job inside a job whose timeout is 3 s: the step ends
     with the fault class ``source-timeout`` (as a DuckDB scan past T does), its Spark job
     group is cancelled with the tasks interrupted, and the executors are free again
-    (a new job on both cores runs, where the slow tasks would hold them for 10 min)."""
+    (a new job on both cores runs, where the slow tasks would hold them for 10 min).
+    The step looks up the engine's partitions inside, as the counting steps do: that
+    nested call must leave the step's Spark job in the step's group."""
     from ppdm.sources import read_time_limit
 
     df = _slow_frame(spark, 600)
     before = len(spark.cancelled_groups)
+
+    def step():
+        assert spark.partitions() == 2
+        return df.collect()
+
     with read_time_limit(3), pytest.raises(SourceError) as info:
-        spark.run("a deliberately slow step", df.collect)
+        spark.run("a deliberately slow step", step)
     assert info.value.fault == "source-timeout"
     assert PublicError.of(info.value, "alice").code == "source-timeout"
     assert len(spark.cancelled_groups) == before + 1
     group = spark.cancelled_groups[-1]
     assert _group_jobs_failed(spark, group) == ["FAILED"]
     assert _quick_job_runs(spark)
-    assert not spark.session().sparkContext.statusTracker().getActiveJobsIds()
+    assert _no_active_jobs(spark)
 
 
 @pytest.mark.timeout(900)
@@ -340,3 +336,45 @@ def test_a_repeated_id_is_refused_on_the_executor_without_the_id(spark, tmp_path
     with pytest.raises(ConfigError, match="missing or repeated") as info:
         spark.id_set(spec, "rid")
     assert "90210" not in str(info.value)
+
+
+def test_consortium_check_reads_a_spark_table_through_the_party_engine(
+    spark, tmp_path, monkeypatch
+):
+    """``ppdm consortium check PARTY.toml`` opens a ``spark-table`` entry as the party's
+    node would in a job, through its Spark engine (the embedded sources cannot read a
+    catalog table): a table that exists passes with its columns counted, a missing one
+    fails with its entry named."""
+    import ppdm.compute
+    from ppdm.cli._output import load_settings
+    from ppdm.parties.consortium import init_consortium, update_toml_file
+    from ppdm.service.selfcheck import check_party
+
+    session = spark.session()
+    session.sql("CREATE DATABASE IF NOT EXISTS lake")
+    session.read.parquet(str(_baskets(tmp_path, 5))).write.mode("overwrite").saveAsTable(
+        "lake.checked"
+    )
+    init_consortium(tmp_path / "net", ["alice", "bob", "carol"])
+    path = tmp_path / "net" / "alice.toml"
+    update_toml_file(
+        path,
+        {
+            "compute": {"engine": "spark", "master": "local[2]"},
+            "data": {
+                "lake": {"kind": "spark-table", "table": "lake.checked"},
+                "gone": {"kind": "spark-table", "table": "lake.nothing"},
+            },
+        },
+    )
+    used = []
+    monkeypatch.setattr(  # this process's one Spark session (the fixture's engine)
+        ppdm.compute, "engine_for", lambda settings, party="": used.append(party) or spark
+    )
+    findings = {f["what"]: f for f in check_party(load_settings(path), timeout=60)}
+    assert used and set(used) == {"alice"}
+    lake = findings["[data] lake"]
+    assert lake["ok"], lake
+    assert "read through the Spark engine" in lake["detail"] and "2 columns" in lake["detail"]
+    assert not findings["[data] gone"]["ok"]
+    assert "lake.nothing" in findings["[data] gone"]["detail"]

@@ -14,20 +14,20 @@ is in no plan Spark shows.
 
 from __future__ import annotations
 
-import glob
 import importlib.util
 import os
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from ppdm.compute import EmbeddedEngine, parse_compute_table
+from ppdm.compute import EmbeddedEngine
 from ppdm.mining.itemsets import support_counts
 from ppdm.sources import parse_data_entry
 
-pytestmark = pytest.mark.grpc  # a PostgreSQL server process, on 127.0.0.1
+# A PostgreSQL server process, on 127.0.0.1; the Spark session is the tier's shared one
+# (tests/compute/conftest.py), with the engine module's: one JVM, on one xdist worker.
+pytestmark = [pytest.mark.grpc, pytest.mark.xdist_group("spark")]
 
 _PG_TESTS = Path(__file__).parents[1] / "sources" / "test_postgres.py"
 _spec = importlib.util.spec_from_file_location("_ppdm_postgres_tier", _PG_TESTS)
@@ -38,40 +38,15 @@ postgres = _pg.postgres  # the PostgreSQL tier's server fixture
 READER_PASSWORD = _pg.READER_PASSWORD
 TIER = "Spark JDBC"
 PW_ENV = "PPDM_TEST_SPARK_JDBC_PW"
-#: JVM options of a short local session (docs/scale.md, "Short local sessions").
-SHORT_SESSION_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-
-
-def postgres_jdbc_jar() -> Path | None:
-    """The PostgreSQL JDBC driver jar the project's set-up provides, if any."""
-    named = os.environ.get("PPDM_POSTGRES_JDBC_JAR")
-    candidates = [named] if named else []
-    candidates += ["/usr/share/java/postgresql.jar"]
-    candidates += sorted(
-        glob.glob(
-            os.path.expanduser("~/.m2/repository/org/postgresql/postgresql/*/postgresql-*.jar")
-        )
-    )[::-1]
-    for c in candidates:
-        if c and Path(c).is_file():
-            return Path(c)
-    return None
 
 
 @pytest.fixture(scope="module")
-def jdbc(postgres, tier_unavailable, tmp_path_factory):
-    """``(engine, url)``: a Spark engine with the JDBC driver on its class path and a
-    ``shop.baskets`` table of 400 transactions (ints) readable by the reader role."""
+def jdbc(postgres, spark_engine, tier_unavailable):
+    """``(engine, url)``: the shared Spark engine, with the JDBC driver on its class path,
+    and a ``shop.baskets`` table of 400 transactions (ints) readable by the reader role."""
     import psycopg
 
-    try:
-        from ppdm.compute.spark import SparkEngine
-    except ImportError:
-        tier_unavailable(TIER, 'pyspark is not installed (pip install -e ".[spark]")')
-    if shutil.which("java") is None:
-        tier_unavailable(TIER, "no Java runtime (apt-get install default-jre-headless)")
-    jar = postgres_jdbc_jar()
-    if jar is None:
+    if "spark.jars" not in dict(spark_engine.settings.conf):
         tier_unavailable(
             TIER,
             "no PostgreSQL JDBC driver jar (apt-get install libpostgresql-jdbc-java, as "
@@ -95,27 +70,11 @@ def jdbc(postgres, tier_unavailable, tmp_path_factory):
         con.execute("GRANT CONNECT ON DATABASE shop TO ppdm_reader")
         con.execute("GRANT USAGE ON SCHEMA public TO ppdm_reader")
         con.execute("GRANT SELECT (tid, item) ON spark_baskets TO ppdm_reader")
-    engine = SparkEngine(
-        parse_compute_table(
-            {
-                "engine": "spark",
-                "master": "local[2]",
-                "conf": {
-                    "spark.jars": str(jar),
-                    "spark.sql.shuffle.partitions": 2,
-                    # a short session: C1 JIT only, serial GC (docs/scale.md)
-                    "spark.driver.extraJavaOptions": SHORT_SESSION_JAVA_OPTIONS,
-                    "spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("warehouse")),
-                },
-            }
-        )
-    )
     old = os.environ.get(PW_ENV)
     os.environ[PW_ENV] = READER_PASSWORD
     try:
-        yield engine, f"postgresql://ppdm_reader@127.0.0.1:{port}/shop"
+        yield spark_engine, f"postgresql://ppdm_reader@127.0.0.1:{port}/shop"
     finally:
-        engine.close()
         if old is None:
             os.environ.pop(PW_ENV, None)
         else:
