@@ -55,8 +55,6 @@ from ppdm.extras import require
 from ppdm.perturb._table import Encoded, contingency, encode
 from ppdm.randomness import RandomSource, make_rng
 
-optimize = require("scipy.optimize", "stats", "ppdm.perturb")
-
 __all__ = [
     "RRParameters",
     "RRRelease",
@@ -600,6 +598,8 @@ def optimal_parameters(
             else:
                 b = mid
         x0 = lower + a * (1 - lower)
+    # scipy.optimize on first use (not by the commands that never optimize)
+    optimize = require("scipy.optimize", "stats", "ppdm.perturb")
     result = optimize.minimize(
         objective,
         x0,

@@ -32,8 +32,6 @@ import pandas as pd
 from ppdm.extras import require
 from ppdm.randomness import RandomSource, make_rng
 
-stats = require("scipy.stats", "stats", "ppdm.risk")
-
 __all__ = [
     "ReidentificationSimulation",
     "collision_bound",
@@ -249,6 +247,8 @@ def _uniform_cells(rng: RandomSource, values: int, size: int) -> np.ndarray:
 
 
 def _clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    # scipy.stats on first use: importing it costs every ``ppdm risk`` start a second
+    stats = require("scipy.stats", "stats", "ppdm.risk")
     a = (1 - level) / 2
     lo = 0.0 if k == 0 else float(stats.beta.ppf(a, k, n - k + 1))
     hi = 1.0 if k == n else float(stats.beta.ppf(1 - a, k + 1, n - k))

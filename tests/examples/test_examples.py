@@ -162,19 +162,58 @@ def _logical_lines(text: str) -> list[str]:
     return lines
 
 
-PRELUDE = """set -e
+#: The wait for the nodes just started (settings files as arguments): one process asks
+#: each node in turn for its own health (``ppdm party health --self``'s call) every 0.1 s
+#: until it answers; a group not up after HANG_SECONDS / 5 (a hang) fails the script
+#: naming the silent node. (A ``ppdm party health`` start per try cost 0.7 CPU seconds, and
+#: a node starting beside the suite's other workers took dozens of tries: issue 22, item 7.)
+WAIT_FOR_NODES = f"""
+import sys, time
+from ppdm.cli._output import load_settings
+from ppdm.service.client import health
+deadline = time.monotonic() + {HANG_SECONDS / 5}
+for path in sys.argv[1:]:
+    while True:
+        try:
+            report = health(load_settings(path), timeout=5.0, only_self=True)
+            if all(r["ok"] for r in report.values()):
+                break
+            last = report
+        except Exception as exc:
+            last = exc
+        if time.monotonic() > deadline:
+            sys.exit(f"the node of {{path}} never answered its health call: {{last}}")
+        time.sleep(0.1)
+"""
+#: The first job the node of settings ``argv[1]`` holds for consent (``ppdm job pending``'s
+#: call), asked every 0.1 s by one process; none after HANG_SECONDS / 5 fails the script.
+PENDING_ID = f"""
+import sys, time
+from ppdm.cli._output import load_settings
+from ppdm.service.client import pending_jobs
+settings = load_settings(sys.argv[1])
+deadline = time.monotonic() + {HANG_SECONDS / 5}
+while True:
+    last = "none pending"
+    try:
+        jobs = pending_jobs(settings)
+    except Exception as exc:
+        jobs, last = [], exc
+    if jobs:
+        print(jobs[0]["job_id"])
+        break
+    if time.monotonic() > deadline:
+        sys.exit(f"no pending job at {{sys.argv[1]}}: {{last}}")
+    time.sleep(0.1)
+"""
+
+PRELUDE = f"""set -e
 trap 'rc=$?; kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; exit $rc' EXIT
 RUNS=""
-wait_runs() { for p in $RUNS; do wait $p || { echo "job run $p failed"; exit 98; }; done; RUNS=""; }
-pending_id() {  # the first job the node of settings $1 holds for consent (polled)
-  for i in $(seq 1 600); do
-    id=$(ppdm job pending --settings "$1" --json | python -c \
-      "import json,sys; j=json.load(sys.stdin); print(j[0]['job_id'] if j else '')")
-    if [ -n "$id" ]; then echo "$id"; return 0; fi
-    sleep 0.5
-  done
-  echo "no pending job at $1" >&2; return 1
-}
+wait_runs() {{ for p in $RUNS; do wait $p || {{ echo "job run $p failed"; exit 98; }}; done; RUNS=""; }}
+pending_id() {{  # the first job the node of settings $1 holds for consent (polled)
+  python -c '{PENDING_ID}' "$1"
+}}
 """
 
 
@@ -195,11 +234,8 @@ def _flow_script(blocks: list[tuple[int, int, str, str]]) -> str:
                 tie = "setpriv --pdeathsig KILL " if shutil.which("setpriv") else ""
                 out.append(f"{tie}ppdm party serve {m.group(1)} >> serve-$$.log 2>&1 &")
                 continue
-            for settings in serving:  # every node started so far answers first
-                out.append(
-                    f"for i in $(seq 1 600); do ppdm party health --self --settings {settings} "
-                    ">/dev/null 2>&1 && break; sleep 0.5; done"
-                )
+            if serving:  # every node started so far answers first
+                out.append(f"python -c '{WAIT_FOR_NODES}' {' '.join(serving)}")
             serving = []
             consent = re.match(r"^ppdm job (pending|approve|reject) ", stripped)
             if not consent:
