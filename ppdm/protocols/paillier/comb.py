@@ -41,9 +41,13 @@ DEFAULT_COMB_BLOCKS = 8
 #: owner's halves of a 2048-bit key) 0-10 %, not worth a build that costs 1.5-2x as
 #: much (0.1-0.2 s more per key); below, the full-size products are faster.
 SPLIT_MIN_ROOT_BITS = 1536
-#: Threads that compute randomizers of one large batch at once (gmpy2 releases the GIL
-#: for big-number arithmetic in them, so they use several cores in one process).
-MASK_THREADS = max(1, min(os.cpu_count() or 1, 4))
+#: Threads that compute randomizers of one large batch at once. One by default:
+#: gmpy2 releases the GIL in each of the comb's many small products, and threads that
+#: share them stall each other -- measured on 2 free cores (``benchmarks/paillier.py``,
+#: 2048-bit key, exponent n/2), two threads encrypted 974-1,455/s against 1,482-2,104/s
+#: on one, at 0.6-0.8x the CPU efficiency. A caller with more cores may set it higher
+#: (and measure).
+MASK_THREADS = 1
 #: Batches smaller than this are computed in the calling thread.
 MASK_THREAD_MIN = 64
 
