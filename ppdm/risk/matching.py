@@ -240,5 +240,7 @@ def _column_labels(column: pd.Series) -> np.ndarray:
     if kind not in ("b", "i", "u", "f") and not text:
         return labels(column.tolist())
     codes, uniques = pd.factorize(column, use_na_sentinel=True)
-    out = np.append(labels(uniques.tolist()), None)  # code -1 (NaN) -> the last: None
+    out = np.empty(len(uniques) + 1, dtype=object)
+    out[:-1] = labels(uniques.tolist())
+    out[-1] = None  # code -1 (NaN) -> the last: None
     return out[codes]

@@ -63,7 +63,7 @@ def _open_spark_table(settings: PartySettings, spec: Any) -> str:
         )
     engine = engine_for(settings.raw, party=settings.name)
     columns = engine.column_names(spec)
-    master = engine.settings.master
+    master = parse_compute_table(table).master
     return f"{spec.describe()}: read through the Spark engine ({master}), {len(columns)} columns"
 
 
