@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pytest
 
-from ppdm.testbed.consortia import free_port_range
+from ppdm.testbed.consortia import free_port_range, wait_for_nodes_code
 
 # Deadlines that only catch a hang (issue 22: no wall-clock bound in a test).
 HANG_SECONDS = 900.0
@@ -66,24 +66,7 @@ SKIPPED_LINES = {
 #: The wait for the nodes just started (settings files as arguments): the health call of
 #: ``ppdm party health --self`` for each node in turn, every 0.1 s, until it answers; a
 #: group not up after HANG_SECONDS / 3 (a hang) fails the script naming the silent node.
-WAIT_FOR_NODES = f"""
-import sys, time
-from ppdm.cli._output import load_settings
-from ppdm.service.client import health
-deadline = time.monotonic() + {HANG_SECONDS / 3}
-for path in sys.argv[1:]:
-    while True:
-        try:
-            report = health(load_settings(path), timeout=5.0, only_self=True)
-            if all(r["ok"] for r in report.values()):
-                break
-            last = report
-        except Exception as exc:
-            last = exc
-        if time.monotonic() > deadline:
-            sys.exit(f"the node of {{path}} never answered its health call: {{last}}")
-        time.sleep(0.1)
-"""
+WAIT_FOR_NODES = wait_for_nodes_code(HANG_SECONDS / 3)
 
 #: Pages that use a consortium folder they never create: folder -> its parties.
 PRELUDES = {

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from ppdm.testbed.consortia import free_port_range
+from ppdm.testbed.consortia import free_port_range, wait_for_nodes_code
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -167,24 +167,7 @@ def _logical_lines(text: str) -> list[str]:
 #: until it answers; a group not up after HANG_SECONDS / 5 (a hang) fails the script
 #: naming the silent node. (A ``ppdm party health`` start per try cost 0.7 CPU seconds, and
 #: a node starting beside the suite's other workers took dozens of tries: issue 22, item 7.)
-WAIT_FOR_NODES = f"""
-import sys, time
-from ppdm.cli._output import load_settings
-from ppdm.service.client import health
-deadline = time.monotonic() + {HANG_SECONDS / 5}
-for path in sys.argv[1:]:
-    while True:
-        try:
-            report = health(load_settings(path), timeout=5.0, only_self=True)
-            if all(r["ok"] for r in report.values()):
-                break
-            last = report
-        except Exception as exc:
-            last = exc
-        if time.monotonic() > deadline:
-            sys.exit(f"the node of {{path}} never answered its health call: {{last}}")
-        time.sleep(0.1)
-"""
+WAIT_FOR_NODES = wait_for_nodes_code(HANG_SECONDS / 5)
 #: The first job the node of settings ``argv[1]`` holds for consent (``ppdm job pending``'s
 #: call), asked every 0.1 s by one process; none after HANG_SECONDS / 5 fails the script.
 PENDING_ID = f"""
