@@ -55,16 +55,18 @@ def _open_spark_table(settings: PartySettings, spec: Any) -> str:
     from ppdm.compute import engine_for
     from ppdm.compute.engine import parse_compute_table
 
-    table = settings.raw.get("compute")
-    if parse_compute_table(table).engine != "spark":
+    compute = parse_compute_table(settings.raw.get("compute"))
+    if compute.engine != "spark":
         raise ConfigError(
             f'{spec.describe()} is a table of a Spark catalog: it needs [compute] engine = "spark" '
             "(this party's engine is embedded)"
         )
     engine = engine_for(settings.raw, party=settings.name)
     columns = engine.column_names(spec)
-    master = parse_compute_table(table).master
-    return f"{spec.describe()}: read through the Spark engine ({master}), {len(columns)} columns"
+    return (
+        f"{spec.describe()}: read through the Spark engine ({compute.master}), "
+        f"{len(columns)} columns"
+    )
 
 
 def check_party(
