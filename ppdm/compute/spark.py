@@ -97,6 +97,43 @@ def _spark_errors() -> tuple[type[BaseException], ...]:
     return (Py4JError, PySparkException, ConnectionError, EOFError)
 
 
+# The JVM gateway's start, without Python code between fork and exec. pyspark starts
+# ``spark-submit`` with ``Popen(..., preexec_fn=...)`` (to ignore SIGINT in the JVM),
+# which forks the node -- a multithreaded gRPC server -- and runs Python in the child
+# before ``exec``: unsafe in a threaded process (a fresh-clone run saw the child die with
+# gRPC's "epoll_wait error: Bad file descriptor", twice in a row: "Java gateway process
+# exited before sending its port number"). The same effect, safely: ``/bin/sh`` ignores
+# SIGINT (an ignored signal stays ignored across ``exec``) and execs the command; the JVM
+# stays in the node's process group and still dies when the node's end of its stdin pipe
+# closes, as pyspark arranges.
+_IGNORE_SIGINT_AND_EXEC = 'trap "" INT; exec "$@"'
+_GATEWAY_LAUNCH = threading.Lock()
+
+
+def _popen_without_preexec(popen: Callable[..., Any]) -> Callable[..., Any]:
+    def start(command: Sequence[str], **kwargs: Any) -> Any:
+        if kwargs.pop("preexec_fn", None) is not None and os.name == "posix":
+            command = ["/bin/sh", "-c", _IGNORE_SIGINT_AND_EXEC, "sh", *command]
+        return popen(command, **kwargs)
+
+    return start
+
+
+@contextlib.contextmanager
+def _gateway_started_without_preexec() -> Iterator[None]:
+    """pyspark's gateway launch with :func:`_popen_without_preexec` (one launch at a
+    time in the process: pyspark's module attribute is swapped for its duration)."""
+    from pyspark import java_gateway
+
+    with _GATEWAY_LAUNCH:
+        original = java_gateway.Popen
+        java_gateway.Popen = _popen_without_preexec(original)  # type: ignore[assignment]
+        try:
+            yield
+        finally:
+            java_gateway.Popen = original  # type: ignore[misc]
+
+
 class SparkEngine(ComputeEngine):
     """Local work on Spark (module docstring); the session is started on first use."""
 
@@ -150,7 +187,7 @@ class SparkEngine(ComputeEngine):
         failures: tuple[type[BaseException], ...] = (*_spark_errors(), RuntimeError, ValueError)
         for attempt in (1, 2):  # a second try: a JVM start can fail on a loaded host
             try:
-                with warnings.catch_warnings():
+                with warnings.catch_warnings(), _gateway_started_without_preexec():
                     warnings.simplefilter("ignore")
                     session = builder.getOrCreate()
                 session.sparkContext.setLogLevel("WARN")

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from ppdm.compute import (
@@ -142,3 +144,40 @@ def test_a_spark_table_header_is_read_by_the_party_engine(tmp_path, monkeypatch)
     ctx = PartyContext(name="bob", settings={"data": {"records": "r.csv"}}, base_dir=tmp_path)
     assert _read_header(ctx, "records", ",") == ["x", "y"]
     assert asked == ["lake.people"]
+
+
+def test_the_spark_gateway_start_runs_no_python_between_fork_and_exec():
+    """pyspark's ``preexec_fn`` (ignore SIGINT in the JVM) runs Python in the forked child
+    of a threaded gRPC node; the engine's launcher drops it and gets the same effect from
+    ``/bin/sh``: the child ignores SIGINT and stays in the caller's process group."""
+    import signal
+    import subprocess
+    import sys
+
+    from ppdm.compute.spark import _popen_without_preexec
+
+    seen: list[tuple[list[str], dict]] = []
+
+    def recording_popen(command, **kwargs):
+        seen.append((list(command), dict(kwargs)))
+        return subprocess.Popen(command, **kwargs)
+
+    probe = (
+        "import os, signal; print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN, os.getpgrp())"
+    )
+    proc = _popen_without_preexec(recording_popen)(
+        [sys.executable, "-c", probe],
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    out, _ = proc.communicate(timeout=120)
+    assert "preexec_fn" not in seen[0][1]
+    assert seen[0][0][:2] == ["/bin/sh", "-c"]
+    ignored, group = out.split()
+    assert ignored == "True"
+    assert int(group) == os.getpgrp()
+    # without a preexec_fn the command is passed through unchanged
+    seen.clear()
+    _popen_without_preexec(recording_popen)([sys.executable, "-c", "pass"]).wait(120)
+    assert seen[0][0] == [sys.executable, "-c", "pass"]

@@ -378,3 +378,21 @@ def test_consortium_check_reads_a_spark_table_through_the_party_engine(
     assert "read through the Spark engine" in lake["detail"] and "2 columns" in lake["detail"]
     assert not findings["[data] gone"]["ok"]
     assert "lake.nothing" in findings["[data] gone"]["detail"]
+
+
+def test_the_sessions_jvm_ignores_sigint_in_the_callers_process_group(spark):
+    """The JVM gateway is started through ``/bin/sh`` rather than pyspark's
+    ``preexec_fn`` (unsafe in a threaded gRPC node), with the same effect: it ignores
+    SIGINT, and it stays in the caller's process group (a node's group kill ends it)."""
+    import os
+    import signal
+
+    from pyspark import SparkContext
+
+    spark.session()
+    proc = SparkContext._gateway.proc  # the Popen pyspark keeps for its gateway
+    assert list(proc.args[:2]) == ["/bin/sh", "-c"]
+    status = Path(f"/proc/{proc.pid}/status").read_text()
+    ignored = int(next(x for x in status.splitlines() if x.startswith("SigIgn:")).split()[1], 16)
+    assert ignored & (1 << (signal.SIGINT - 1))
+    assert os.getpgid(proc.pid) == os.getpgrp()
