@@ -192,8 +192,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if _module_scoped(item) and item.get_closest_marker("xdist_group") is None:
                 item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
     yield
+    if loadgroup:
+        _check_groups_in_effect(items)
     if loadgroup and DURATIONS.is_file():
         _longest_first(items, json.loads(DURATIONS.read_text()))
+
+
+def _check_groups_in_effect(items: list[pytest.Item]) -> None:
+    """On a worker, xdist marks a grouped test by a ``@group`` suffix of its node id; the
+    controller schedules by that suffix alone. Where the suffix is missing (pytest 9.2
+    with pytest-xdist 3.8, pytest-xdist #1386), the groups are silently ignored: shared
+    testbeds start once per worker and race. End such a run at once, saying why (the
+    workers' exit shows the message in the warnings summary)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # the controller (or -n 0): nothing is scheduled by group
+    lost = [
+        item.nodeid
+        for item in items
+        if item.get_closest_marker("xdist_group") is not None
+        and _base_id(item.nodeid) == item.nodeid
+    ]
+    if lost:
+        pytest.exit(
+            f"--dist loadgroup is not in effect: {len(lost)} grouped tests (e.g. {lost[0]}) "
+            f"carry no @group node-id suffix (pytest {pytest.__version__} with this "
+            "pytest-xdist; see pytest-xdist #1386): install the pinned versions "
+            "(pip install -e '.[dev]') or run with -n 0"
+        )
 
 
 def _longest_first(items: list[pytest.Item], known: dict[str, float]) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import itertools
 import logging
 import os
@@ -35,9 +36,10 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +94,22 @@ def _free_subnet() -> int:
         if octet not in used:
             return octet
     raise PPDMError("no free 10.X.0.0/16 subnet for the namespaces")
+
+
+@contextlib.contextmanager
+def _subnet_claim() -> Iterator[None]:
+    """Held from choosing a subnet (:func:`_free_subnet`) until its addresses exist: two
+    testbeds starting at once on one host (two test workers, two users) would otherwise
+    both see ``10.250.0.0/16`` free and take it, and neither's nodes would be reachable.
+    A lock on a file every process on the host sees (``flock``: released when its holder
+    dies, however it dies)."""
+    path = Path(tempfile.gettempdir()) / "ppdm-netns-subnets.lock"
+    with path.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 class DelayRelay:
@@ -283,10 +301,11 @@ class NetnsConsortium:
         reason = netns_unavailable()
         if reason is not None:
             raise PPDMError(reason)
-        octet = _free_subnet()
+        with _subnet_claim():
+            octet = _free_subnet()
+            for i, ns in enumerate(self._namespaces):
+                self._make_namespace(i, ns, octet)
         relay_ip = f"10.{octet}.1.1"
-        for i, ns in enumerate(self._namespaces):
-            self._make_namespace(i, ns, octet)
         ports = self._relay_ports(relay_ip)
         self._write_consortium(relay_ip, ports)
         routes = {(relay_ip, port): (f"10.{octet}.{i + 1}.2", port) for i, port in enumerate(ports)}

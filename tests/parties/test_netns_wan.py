@@ -220,3 +220,46 @@ def test_a_long_haul_link_can_start_a_job(bed: NetnsConsortium) -> None:
     finally:
         bed.set_rtt(0.0)
     assert doc["state"] == "succeeded", doc["error"]
+
+
+def test_testbeds_starting_at_once_take_different_subnets(tier_unavailable) -> None:
+    """Two testbeds starting on one host at the same moment (two test workers did) each
+    choose a free 10.X.0.0/16 and then create their addresses; without a claim held
+    across both steps they chose the same X and neither's nodes were reachable. Each
+    thread here waits between its choice and its address, so an unclaimed choice would
+    collide every time."""
+    import os
+
+    from ppdm.testbed import netns
+
+    _ensure_iproute2()
+    reason = netns_unavailable()
+    if reason is not None:
+        tier_unavailable("network-namespace", reason)
+    links = [f"ppdmt{os.getpid() % 100000}{i}" for i in range(2)]
+    chosen: dict[int, int] = {}
+    errors: list[BaseException] = []
+
+    def claim(i: int) -> None:
+        try:
+            with netns._subnet_claim():
+                octet = netns._free_subnet()
+                time.sleep(0.5)
+                netns._ip("link", "add", links[i], "type", "veth", "peer", "name", f"{links[i]}p")
+                netns._ip("addr", "add", f"10.{octet}.1.1/24", "dev", links[i])
+                chosen[i] = octet
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(2)]
+    try:
+        for t in threads:
+            t.start()
+            time.sleep(0.05)
+        for t in threads:
+            t.join(60)
+    finally:
+        for name in links:
+            netns._ip("link", "del", name, check=False)
+    assert not errors, errors
+    assert len(chosen) == 2 and chosen[0] != chosen[1], chosen
