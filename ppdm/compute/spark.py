@@ -125,6 +125,9 @@ def _gateway_started_without_preexec() -> Iterator[None]:
     time in the process: pyspark's module attribute is swapped for its duration)."""
     from pyspark import java_gateway
 
+    if not callable(getattr(java_gateway, "Popen", None)):  # another pyspark: its own way
+        yield
+        return
     with _GATEWAY_LAUNCH:
         original = java_gateway.Popen
         java_gateway.Popen = _popen_without_preexec(original)  # type: ignore[assignment]
