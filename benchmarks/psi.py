@@ -13,6 +13,13 @@ the sorted sequential ids measured in the same run: in process (:func:`ppdm.prot
 on each party's Python list) and over gRPC, where every party reads its ids from a CSV
 file of its ``[data]`` table (the sorted ids the same way, so the rows compare alike).
 
+Bytes (issue 25, item 6): bytes per item of the in-process alignment, measured, against
+the same run with the two parts item 6 cut put back at their old size (``before``: a
+512-bit code, 64 B per cuckoo bin, and raw tags of 8-16 whole bytes; the formula of
+:func:`kkrt_payload_bytes` swapped for the measured part, everything else measured) and
+against OpenMined PSI's raw mode (the serialized setup, request and response of its run
+on the same ids).
+
 Every run checks its own result: each party's intersection (size and SHA-256 over the
 sorted ids) equals Python's set intersection of the same generated ids; OpenMined's
 intersection is checked the same way.
@@ -183,9 +190,23 @@ def real_over_grpc(n: int, kinds: tuple[str, ...]) -> dict[str, float]:
     return out
 
 
-def openmined(n: int) -> float:
+def kkrt_payload_bytes(n_receiver: int, n_sender: int, *, before: bool) -> int:
+    """Bytes of a KKRT run's ``u`` matrices and tag sets, the parts item 6 cut: now
+    (:func:`~ppdm.protocols.psi.kkrt.code_bits` code, Elias-Fano tag sets) or ``before``
+    (a 512-bit code and raw tags of ``ceil(l / 8)`` bytes, 8 to 16)."""
+    from ppdm.protocols.psi import kkrt, tagset
+
+    bins = kkrt.cuckoo_bins(n_receiver)
+    bits = tagset.tag_bits(n_receiver, n_sender)
+    if before:
+        return 64 * bins + 3 * n_sender * min(16, max(8, -(-bits // 8)))
+    return kkrt.code_bits(n_sender) // 8 * bins + 3 * tagset.encoded_size(n_sender, bits)
+
+
+def openmined(n: int) -> tuple[float, int]:
     """OpenMined PSI (ECDH, raw intersection) on the same ids: client = alice, server =
-    bob; the time of setup, request, response and intersection in one process."""
+    bob; the time of setup, request, response and intersection in one process, and the
+    bytes of the three messages (serialized)."""
     import private_set_intersection.python as psi
 
     client_ids = [str(x) for x in generated_ids(0, n, OVERLAP, SEED)]
@@ -194,13 +215,15 @@ def openmined(n: int) -> float:
     client = psi.client.CreateWithNewKey(True)
     server = psi.server.CreateWithNewKey(True)
     setup = server.CreateSetupMessage(1e-9, len(client_ids), server_ids, psi.DataStructure.RAW)
-    response = server.ProcessRequest(client.CreateRequest(client_ids))
+    request = client.CreateRequest(client_ids)
+    response = server.ProcessRequest(request)
     found = client.GetIntersection(setup, response)
     elapsed = time.perf_counter() - t0
+    nbytes = sum(len(m.SerializeToString()) for m in (setup, request, response))
     common = sorted(int(client_ids[i]) for i in found)
     if (len(common), ids_digest(common)) != expected(n):
         raise SystemExit("OpenMined PSI's intersection differs from the set intersection")
-    return elapsed
+    return elapsed, nbytes
 
 
 def main() -> None:
@@ -214,18 +237,46 @@ def main() -> None:
     small, large, ec_n = (5_000, 20_000, 1_000) if args.quick else (100_000, 1_000_000, 20_000)
     report = Report(f"private record alignment, 2 parties, {OVERLAP:.0%} overlap")
 
-    om_small = optional_baseline("OpenMined PSI", lambda: openmined(small))
-    om_large = None
-    if om_small is not None and not (args.no_openmined_1m and not args.quick):
-        om_large = optional_baseline("OpenMined PSI", lambda: openmined(large))
+    om_runs: dict[int, tuple[float, int] | None] = {
+        small: optional_baseline("OpenMined PSI", lambda: openmined(small))
+    }
+    om_runs[large] = None
+    if om_runs[small] is not None and not (args.no_openmined_1m and not args.quick):
+        om_runs[large] = optional_baseline("OpenMined PSI", lambda: openmined(large))
+    om_small, om_large = (None if r is None else r[0] for r in (om_runs[small], om_runs[large]))
 
     for n, om in ((small, om_small), (large, om_large)):
         t, doc = in_process(n)
         report.add(Row(f"psi_in_process_{n}_s", t, "s", om, "OpenMined PSI", "", False))
         report.extra[f"psi_in_process_{n}_per_s"] = 2 * n / t
-        report.extra[f"psi_bytes_{n}"] = sum(
-            e["totals"]["bytes_sent"] for e in doc["parties"].values()
+        nbytes = sum(e["totals"]["bytes_sent"] for e in doc["parties"].values())
+        report.extra[f"psi_bytes_{n}"] = nbytes
+        before = nbytes - kkrt_payload_bytes(n, n, before=False)
+        before += kkrt_payload_bytes(n, n, before=True)
+        report.add(
+            Row(
+                f"psi_bytes_per_item_{n}",
+                nbytes / n,
+                "B",
+                before / n,
+                "before item 6: 512-bit code, raw tags (same run)",
+                "fewer",
+                False,
+            )
         )
+        om_run = om_runs[n]
+        if om_run is not None:
+            report.add(
+                Row(
+                    f"psi_bytes_per_item_{n}_vs_openmined",
+                    nbytes / n,
+                    "B",
+                    om_run[1] / n,
+                    "OpenMined PSI raw (same run)",
+                    "fewer",
+                    False,
+                )
+            )
     grpc = over_grpc([small, large])
     goals = {100_000: "<= 3 s; >= 10x OpenMined", 1_000_000: "<= 15 s"}
     for n, om in ((small, om_small), (large, om_large)):

@@ -249,7 +249,7 @@ def test_kkrt_receiver_cannot_evaluate_the_senders_oprf_from_the_transcript(monk
     all of them, so the attack itself works."""
     from ppdm.protocols.ot.bits import pack, transpose_bits
     from ppdm.protocols.ot.crhash import AESCTRStream
-    from ppdm.protocols.psi import kkrt
+    from ppdm.protocols.psi import kkrt, tagset
 
     gen = np.random.default_rng(3)
     domain = np.arange(1, 1001, dtype=np.uint64)
@@ -292,7 +292,7 @@ def test_kkrt_receiver_cannot_evaluate_the_senders_oprf_from_the_transcript(monk
         if step.endswith(f"/{kkrt.STEP_HELLO_REPLY}"):
             got["reply"].append(value)
         elif step.endswith(f"/{kkrt.STEP_TAGS}"):
-            got["tags"].append(np.array(value))
+            got["tags"].append(value)
         return value
 
     ep.send, ep.receive = spy_send, spy_receive  # type: ignore[method-assign]
@@ -309,20 +309,23 @@ def test_kkrt_receiver_cannot_evaluate_the_senders_oprf_from_the_transcript(monk
     keys = kkrt._Keys(r_nonce, s_nonce)
     bins = kkrt.cuckoo_bins(len(receiver_ids))
     length = kkrt.tag_bytes(len(receiver_ids), len(sender_ids))
-    tag_sets = [{bytes(t) for t in tags} for tags in got["tags"]]
+    bits = kkrt.tag_bits(len(receiver_ids), len(sender_ids))
+    width = len(k0)  # the code width: one base-OT pair per code bit
+    tag_sets = [
+        {bytes(t) for t in tagset.decode(v, len(sender_ids), bits, party="bob", step="tags")}
+        for v in got["tags"]
+    ]
     candidates = _id_blocks(domain)
     positions = kkrt._positions(candidates, keys, bins)
 
     def recovered_with(s_bytes: bytes) -> set[int]:
-        s_bits = np.unpackbits(np.frombuffer(s_bytes, dtype=np.uint8))
+        s_bits = np.unpackbits(np.frombuffer(s_bytes, dtype=np.uint8))[:width]
         chosen = s_bits.astype(bool)
-        streams = [
-            AESCTRStream(bytes(k1[j] if chosen[j] else k0[j])) for j in range(kkrt.CODE_BITS)
-        ]
+        streams = [AESCTRStream(bytes(k1[j] if chosen[j] else k0[j])) for j in range(width)]
         parts = []
         for (_, m), u in zip(kkrt._spans(bins), sent["u"], strict=True):
             g = np.empty_like(u)
-            for j in range(kkrt.CODE_BITS):
+            for j in range(width):
                 g[j] = streams[j].read(m // 8)
             g[chosen] ^= u[chosen]
             parts.append(transpose_bits(g))
@@ -333,8 +336,8 @@ def test_kkrt_receiver_cannot_evaluate_the_senders_oprf_from_the_transcript(monk
         hit = np.ones(len(domain), dtype=bool)
         for k in range(kkrt.HASHES):
             b = positions[:, k]
-            rows = q[b] ^ (kkrt._codes(candidates, k, keys) & s_row)
-            tags = kkrt.oprf_hash(rows, b, keys.session, length)
+            rows = q[b] ^ (kkrt._codes(candidates, k, keys, width // 8) & s_row)
+            tags = tagset.truncate(kkrt.oprf_hash(rows, b, keys.session, length), bits)
             hit &= np.array([bytes(t) in tag_sets[k] for t in tags])
         return {int(v) for v in domain[hit]}
 

@@ -21,7 +21,7 @@ from ppdm.parties.codec import ByteStrings
 from ppdm.parties.local import run_local, simulate
 from ppdm.protocols.ot.bits import pack, transpose_bits
 from ppdm.protocols.ot.crhash import AESCTRStream
-from ppdm.protocols.psi import IdSet, align, opening, private_intersection
+from ppdm.protocols.psi import IdSet, align, opening, private_intersection, tagset
 from ppdm.protocols.psi import kkrt as kkrt_module
 from ppdm.protocols.psi.cuckoo import (
     CuckooFailure,
@@ -30,13 +30,14 @@ from ppdm.protocols.psi.cuckoo import (
     cuckoo_insert,
 )
 from ppdm.protocols.psi.kkrt import (
-    CODE_BITS,
     _codes,
     _Keys,
     _positions,
+    code_bits,
     kkrt_receive,
     kkrt_send,
     oprf_hash,
+    tag_bits,
     tag_bytes,
 )
 
@@ -185,6 +186,16 @@ def test_cuckoo_failure_is_an_error_not_a_dropped_item():
 # Malformed peer messages ------------------------------------------------------------------
 
 
+def _unsorted(data: bytes, count: int, bits: int) -> bytes:
+    """The tag set ``data`` with two tags of one high part swapped: well formed but
+    out of order (the sender's tag sets must be sorted)."""
+    tags = tagset.decode(data, count, bits, party="s", step="tags")
+    high = tagset.sort_keys(tags) >> np.uint64(64 - tagset.high_bits(count, bits))
+    i = int(np.flatnonzero(high[1:] == high[:-1])[0])
+    tags[[i, i + 1]] = tags[[i + 1, i]]
+    return tagset._pack(tags, bits)
+
+
 def _tamper(net, suffix, fn):
     original = net.send
 
@@ -215,10 +226,10 @@ def _psi_with(bad_party, suffix, fn, *, sets=None):
         ("/hello-reply", lambda v: {"nonce": v["nonce"], "size": -1}),
         ("/hello-reply", lambda v: {"nonce": v["nonce"], "size": 2**40}),
         ("/hello-reply", lambda v: [v["nonce"]]),
-        ("/tags", lambda v: v[:, :-1]),
         ("/tags", lambda v: v[:-1]),
-        ("/tags", lambda v: v.astype(np.uint16)),
-        ("/tags", lambda v: v[::-1]),  # not sorted
+        ("/tags", lambda v: v + b"\x00"),
+        ("/tags", lambda v: np.frombuffer(v, dtype=np.uint8)),  # not a byte string
+        ("/tags", lambda v: _unsorted(v, 100, tag_bits(100, 100))),
         ("/tags", lambda v: b"junk"),
     ],
 )
@@ -359,30 +370,32 @@ def test_receiver_cannot_compute_tags_outside_the_intersection(monkeypatch):
     nonce_s = rec.received["hello-reply"][0]["nonce"]
     keys = _Keys(nonce_r, nonce_s)
     bins = cuckoo_bins(len(x))
-    length = tag_bytes(len(x), len(y))
+    length, bits = tag_bytes(len(x), len(y)), tag_bits(len(x), len(y))
     k0, _k1 = rec.ot["r"]
     t_cols = np.stack([AESCTRStream(bytes(k)).read(bins // 8) for k in k0])
     t_rows = transpose_bits(t_cols)
-    tags = rec.received["tags"]
+    tags = [tagset.decode(v, len(y), bits, party="s", step="tags") for v in rec.received["tags"]]
     assert len(tags) == 3 and all(t.shape == (len(y), length) for t in tags)
     received = {bytes(r) for t in tags for r in t}
     assert len(received) == 3 * len(y)  # no two tags collide: (y, k) and bin in the hash
     every_bin = np.arange(bins)
-    guess_zero = {bytes(r) for r in oprf_hash(t_rows, every_bin, keys.session, length)}
+    zero = tagset.truncate(oprf_hash(t_rows, every_bin, keys.session, length), bits)
+    guess_zero = {bytes(r) for r in zero}
     hits_zero = received & guess_zero
     assert len(hits_zero) == 1000  # exactly one tag per common item (its placement)
     pos = _positions(by, keys, bins)
     for k in range(3):
         b = pos[:, k]
-        ones = t_rows[b] ^ _codes(by, k, keys)
-        guess_ones = {bytes(r) for r in oprf_hash(ones, b, keys.session, length)}
+        ones = t_rows[b] ^ _codes(by, k, keys, t_rows.shape[1])
+        guess = tagset.truncate(oprf_hash(ones, b, keys.session, length), bits)
+        guess_ones = {bytes(r) for r in guess}
         assert not (received & guess_ones)
     # The tags of items outside the intersection look uniform: balanced bits.
     outside = np.concatenate([t for t in tags])
     outside = np.array([r for r in outside if bytes(r) not in hits_zero])
-    bits = np.unpackbits(outside, axis=1).mean(axis=0)
+    means = np.unpackbits(outside, axis=1)[:, :bits].mean(axis=0)
     sd = 0.5 / np.sqrt(len(outside))
-    assert np.all(np.abs(bits - 0.5) < 6 * sd)
+    assert np.all(np.abs(means - 0.5) < 6 * sd)
 
 
 def test_sender_cannot_read_codewords_from_u(monkeypatch):
@@ -398,7 +411,7 @@ def test_sender_cannot_read_codewords_from_u(monkeypatch):
     keys = _Keys(rec.received["hello"][0]["nonce"], rec.sent["hello-reply"][0]["nonce"])
     bins = cuckoo_bins(len(x))
     (u,) = rec.received["u"]
-    assert u.shape == (CODE_BITS, bins // 8)
+    assert u.shape == (code_bits(len(y)), bins // 8)
     zero = np.flatnonzero(choices == 0)
     g = np.stack([AESCTRStream(bytes(k)).read(bins // 8) for k in seeds])
     seen = transpose_bits(u ^ g)  # rows: G(k^1) ^ c at the s_j = 0 columns
@@ -406,7 +419,7 @@ def test_sender_cannot_read_codewords_from_u(monkeypatch):
     pos = _positions(bx, keys, bins)
     best = 0.0
     for k in range(3):
-        code = _codes(bx, k, keys)
+        code = _codes(bx, k, keys, u.shape[0] // 8)
         diff = np.unpackbits((seen[pos[:, k]] ^ code) & mask, axis=1).sum(axis=1)
         agreement = 1 - diff / len(zero)
         best = max(best, float(agreement.max()))
@@ -428,8 +441,8 @@ def test_tags_sharing_their_first_eight_bytes_are_told_apart(monkeypatch):
     search keys cut to 3 bits almost every lookup finds several candidates, and the
     result must still be the exact intersection."""
 
-    def coarse(tags):
-        return np.ascontiguousarray(tags[:, :8]).view("<u8").ravel() & np.uint64(7)
+    def coarse(tags):  # the top 3 bits: the order of the full keys, few distinct values
+        return tagset.sort_keys(tags) >> np.uint64(61)
 
     monkeypatch.setattr(kkrt_module, "_keys64", coarse)
     sets = {"alice": list(range(0, 300)), "bob": list(range(150, 450))}

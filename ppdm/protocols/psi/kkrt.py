@@ -8,7 +8,8 @@ Pinkas, Schneider and Zohner, "Scalable private set intersection based on OT
 extension", ACM TOPS 2018). The receiver ``R`` learns which of its items the sender ``S``
 holds; ``S`` learns nothing but ``|X|``.
 
-Protocol (``w = 512`` code bits, ``B`` = :func:`~.cuckoo.cuckoo_bins` of ``|X|``):
+Protocol (``w`` code bits, :func:`code_bits` of ``|Y|``: 448 up to about ``3 x 10^7``
+sender items, else 512; ``B`` = :func:`~.cuckoo.cuckoo_bins` of ``|X|``):
 
 1. *Hello.* ``R`` sends a 16-byte nonce and ``|X|``; ``S`` answers with its nonce and
    ``|Y|``. SHAKE-256 of both nonces gives the public keys of the cuckoo hash functions,
@@ -19,18 +20,22 @@ Protocol (``w = 512`` code bits, ``B`` = :func:`~.cuckoo.cuckoo_bins` of ``|X|``
    :mod:`ppdm.protocols.ot.extension` (128 Chou-Orlandi OTs underneath).
 3. *OPRF.* ``R`` cuckoo-hashes ``X`` into ``B`` bins with three functions (item ``x`` in
    bin ``b = h_k(x)``; empty bins get a random row) and forms ``c_b = C(x, k)``:
-   four AES-128 blocks under four public keys of ``x`` with ``k`` in its last byte. It
+   the first ``w`` bits of four AES-128 blocks under four public keys of ``x`` with
+   ``k`` in its last byte. It
    sends ``u^j = G(k_j^0) XOR G(k_j^1) XOR c^j`` column by column (``G`` = AES-CTR), in
    chunks of 2^17 bins; ``S`` gets ``q_b = t_b XOR (c_b AND s)`` with ``t^j =
    G(k_j^0)``. The OPRF is ``F(b, y) = H(b, q_b XOR (C(y) AND s))``; ``R`` knows it
    at its own item: ``H(b, t_b)``.
 4. *Tags.* For ``k = 0, 1, 2``, ``S`` sends ``{F(h_k(y), (y, k)) : y in Y}`` truncated to
-   ``l`` bytes (``l = ceil((40 + log2(|X| |Y|)) / 8)``, at least 8), sorted: a set, in
-   an order fixed by its values. ``R`` looks each of its items up in the set of the
-   function it was placed with (sorted search on the first 8 bytes, then the rest).
+   ``l = sigma + ceil(log2(|X| |Y|))`` bits with ``sigma = 40``
+   (:func:`~.tagset.tag_bits`), as a set: sorted and Elias-Fano coded
+   (:mod:`ppdm.protocols.psi.tagset`, about ``l - log2 |Y| + 2`` bits a tag). ``R``
+   looks each of its items up in the set of the function it was placed with (sorted
+   search on the first 8 bytes, then the rest).
 
-``H(b, z) = XOR_j H_GKWY(tweak(b, session, j), z_j)`` over the four 128-bit blocks
-``z_j`` of ``z``, with the tweakable circular correlation-robust fixed-key AES hash of
+``H(b, z) = XOR_j H_GKWY(tweak(b, session, j), z_j)`` over the 128-bit blocks ``z_j``
+of ``z`` (the last one zero-padded when ``w = 448``), with the tweakable circular
+correlation-robust fixed-key AES hash of
 :func:`ppdm.protocols.ot.crhash.tccr_hash` (the bin index and session in the tweak: no
 tweak repeats across bins or sessions).
 
@@ -39,14 +44,18 @@ Security (semi-honest)
 - ``S`` sees the nonces, ``|X|`` (through ``B``) and ``u``, which is masked column by
   column by ``G(k_j^{1-s_j})``, a PRG output it does not know: nothing about ``X``.
 - ``R`` sees ``3 |Y|`` tags. For ``y`` not in ``X``, the codewords of ``y`` and of the
-  item in its bin differ in at least 128 of the 512 positions except with probability
-  ``< 2^-90`` per pair (binomial tail of a random code), and each differing position is
-  masked by an unknown bit of ``s``: the tag is pseudorandom to ``R`` (KKRT16, theorem
-  3, with ``H`` modelled as a random oracle). ``R`` learns ``X cap Y`` and ``|Y|``.
-- A false match needs two ``l``-byte tags to collide: probability ``<= |X| |Y| 2^-8l
+  item in its bin differ in at least 128 of the ``w`` positions, for all ``3 |Y|``
+  pairs at once except with probability ``<= 2^-40`` (:func:`code_bits`: binomial tail
+  of a pseudorandom code, union bound), and each differing position is masked by an
+  unknown bit of ``s``: the tag is pseudorandom to ``R`` (KKRT16, theorem 3, with ``H``
+  modelled as a random oracle). ``R`` learns ``X cap Y`` and ``|Y|``. The encoding of a
+  tag set is a function of the set alone, so it shows ``R`` nothing the sorted tags did
+  not.
+- A false match needs two ``l``-bit tags to collide: probability ``<= |X| |Y| 2^-l
   <= 2^-40``. Cuckoo failure (``<= 2^-40``) stops the protocol with an error; it never
   drops an item.
-- Every message is checked (type, dtype, shape, sizes, sortedness):
+- Every message is checked (type, dtype, shape, sizes, sortedness; a tag set's exact
+  length, padding, count and range, :func:`~.tagset.decode`):
   :class:`~ppdm.errors.ProtocolError` naming the peer and step (fixed reasons: no size
   in them). With ``peer_size`` (the size the peer announced earlier, in the n-party
   opening of :mod:`ppdm.protocols.psi.opening`) each hello must announce that size, so
@@ -57,12 +66,16 @@ Security (semi-honest)
   64 bins).
 
 Cost: 5 messages (hello, reply, three tag sets) + the IKNP setup (nonces, 128 base
-OTs, one ``u`` of 8 KiB) + one ``u`` message per 2^17 bins. Bytes: ``64 B`` (``R -> S``, about ``98 |X|``) plus
-``3 l |Y|`` (``S -> R``). Three round trips before the ``u`` stream, which is one-way.
+OTs, one ``u`` of ``w`` x 16 bytes) + one ``u`` message per 2^17 bins. Bytes: ``w B / 8``
+(``R -> S``: ``56 B``, about ``86 |X|``, up to ``3 x 10^7`` items; 64 B before, about 98
+``|X|``) plus about ``3 |Y| (l - log2 |Y| + 2) / 8`` (``S -> R``: 23.3 B per item at
+``2 x 10^6``, 30 B as raw 10-byte tags before). Three round trips before the ``u``
+stream, which is one-way.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import os
@@ -75,21 +88,32 @@ from ppdm.parties.network import Network
 from ppdm.protocols.ot.bits import pack, transpose_bits
 from ppdm.protocols.ot.crhash import SESSION_BITS, AESCTRStream, aes_permute, tccr_hash
 from ppdm.protocols.ot.extension import OTSession
+from ppdm.protocols.psi import tagset
 from ppdm.protocols.psi.cuckoo import HASHES, STAT_SECURITY, cuckoo_bins, cuckoo_insert
+from ppdm.protocols.psi.tagset import tag_bits, tag_width
 
 __all__ = [
     "CHUNK_BINS",
     "CODE_BITS",
+    "CODE_WIDTHS",
     "MAX_ITEMS",
+    "MIN_DISTANCE",
+    "code_bits",
     "kkrt_receive",
     "kkrt_send",
     "oprf_hash",
+    "tag_bits",
     "tag_bytes",
 ]
 
-#: Width of the pseudorandom code (bits) and of a bin's OT row.
+#: Widest pseudorandom code (bits): four AES blocks, the keys of :class:`_Keys`.
 CODE_BITS = 512
 CODE_BYTES = CODE_BITS // 8
+#: The code widths :func:`code_bits` chooses from (multiples of 64: the bit transposes).
+CODE_WIDTHS = (448, 512)
+#: Codewords of two different inputs must differ in at least this many positions (each
+#: differing position hides one bit of the sender's ``s``: the computational security).
+MIN_DISTANCE = 128
 #: Bins per ``u`` message (``512 * CHUNK_BINS / 8`` bytes = 8 MiB).
 CHUNK_BINS = 1 << 17
 #: Largest set either party may announce.
@@ -111,10 +135,34 @@ def _prefix(receiver: str, sender: str) -> str:
 
 
 def tag_bytes(n_receiver: int, n_sender: int) -> int:
-    """Tag length: ``40 + log2(|X| |Y|)`` bits, whole bytes, 8 to 16."""
-    pairs = max(n_receiver * n_sender, 1)
-    bits = STAT_SECURITY + math.ceil(math.log2(pairs))
-    return min(16, max(8, -(-bits // 8)))
+    """Bytes of a tag row in memory: the :func:`~.tagset.tag_bits` of the two sizes
+    (``40 + ceil(log2(|X| |Y|))``), rounded up to whole bytes, at least 8."""
+    return tag_width(tag_bits(n_receiver, n_sender))
+
+
+@functools.cache
+def code_bits(n_sender: int) -> int:
+    """Width ``w`` of the pseudorandom code for a sender of ``n_sender`` items: the
+    narrowest of :data:`CODE_WIDTHS` with ``3 |Y| P[Bin(w, 1/2) < 128] <= 2^-40``.
+
+    The receiver sees ``3 |Y|`` tags, each the OPRF of bin ``b`` at a sender's input
+    ``(y, k)``; it is pseudorandom if ``C(y, k)`` and the codeword in ``b`` (another
+    input's, or a random row) differ in at least :data:`MIN_DISTANCE` positions. For a
+    pseudorandom code the distance of two different inputs is ``Bin(w, 1/2)``, so the
+    union bound over those ``3 |Y|`` pairs fails with probability at most ``3 |Y|
+    P[Bin(w, 1/2) < 128]``, computed here exactly in integers (the argument by which
+    KKRT16 sizes its pseudorandom code, here over the pairs the receiver sees). ``P[Bin(448, 1/2) < 128] = 2^-66.5``: 448 bits up to
+    about 3 x 10^7 sender items, 512 (``2^-102.3``) above.
+
+    >>> code_bits(10**6), code_bits(10**8)
+    (448, 512)
+    """
+    pairs = HASHES * max(n_sender, 1)
+    for w in CODE_WIDTHS:
+        close = sum(math.comb(w, i) for i in range(MIN_DISTANCE))
+        if (close * pairs) << STAT_SECURITY <= 1 << w:
+            return w
+    raise ValueError("no code width keeps the distance bound for this many items")
 
 
 class _Keys:
@@ -136,13 +184,16 @@ def _positions(blocks: np.ndarray, keys: _Keys, bins: int) -> np.ndarray:
     return ((words * np.uint64(bins)) >> np.uint64(32)).astype(np.int64)
 
 
-def _codes(blocks: np.ndarray, which: np.ndarray | int, keys: _Keys) -> np.ndarray:
-    """``C(x, k)``: ``(n, 64)`` uint8, four AES blocks of ``x`` with ``k`` in its last byte."""
+def _codes(
+    blocks: np.ndarray, which: np.ndarray | int, keys: _Keys, nbytes: int = CODE_BYTES
+) -> np.ndarray:
+    """``C(x, k)``: ``(n, nbytes)`` uint8, the first ``nbytes`` bytes of four AES blocks
+    of ``x`` with ``k`` in its last byte."""
     x = blocks.copy()
     x[:, 15] = which
-    out = np.empty((len(x), CODE_BYTES), dtype=np.uint8)
-    for j, key in enumerate(keys.code_keys):
-        out[:, 16 * j : 16 * (j + 1)] = aes_permute(x, key=key)
+    out = np.empty((len(x), nbytes), dtype=np.uint8)
+    for j, key in enumerate(keys.code_keys[: -(-nbytes // 16)]):
+        out[:, 16 * j : 16 * (j + 1)] = aes_permute(x, key=key)[:, : nbytes - 16 * j]
     return out
 
 
@@ -154,12 +205,15 @@ def _tweaks(bins: np.ndarray, session: int, block: int) -> np.ndarray:
 
 
 def oprf_hash(rows: np.ndarray, bins: np.ndarray, session: int, nbytes: int) -> np.ndarray:
-    """``H(b, z)`` of every 64-byte row ``z`` in bin ``b``, first ``nbytes`` bytes."""
+    """``H(b, z)`` of every row ``z`` (the code width: 56 or 64 bytes; a last partial
+    block is padded with zeros) in bin ``b``, first ``nbytes`` bytes."""
     rows = np.ascontiguousarray(rows)
     out = np.zeros((len(rows), 16), dtype=np.uint8)
-    for j in range(CODE_BYTES // 16):
-        part = np.ascontiguousarray(rows[:, 16 * j : 16 * (j + 1)])
-        out ^= tccr_hash(part, _tweaks(bins, session, _TWEAK_BLOCK + j))
+    for j in range(-(-rows.shape[1] // 16)):
+        part = rows[:, 16 * j : 16 * (j + 1)]
+        if part.shape[1] < 16:
+            part = np.pad(part, ((0, 0), (0, 16 - part.shape[1])))
+        out ^= tccr_hash(np.ascontiguousarray(part), _tweaks(bins, session, _TWEAK_BLOCK + j))
     return out[:, :nbytes]
 
 
@@ -181,7 +235,7 @@ def _hello(value: Any, party: str, step: str, *, announced: int | None) -> tuple
 
 
 def _keys64(tags: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(tags[:, :8]).view("<u8").ravel()
+    return tagset.sort_keys(tags)
 
 
 def kkrt_receive(
@@ -205,8 +259,10 @@ def kkrt_receive(
     )
     keys = _Keys(mine, theirs)
     bins = cuckoo_bins(n)
-    length = tag_bytes(n, n_sender)
-    k0, k1 = OTSession(scoped, sender).sender.random(CODE_BITS)
+    bits = tag_bits(n, n_sender)
+    length = tag_width(bits)
+    width = code_bits(n_sender)
+    k0, k1 = OTSession(scoped, sender).sender.random(width)
     table, which = cuckoo_insert(_positions(blocks, keys, bins), bins)
     g0 = [AESCTRStream(bytes(k)) for k in k0]
     g1 = [AESCTRStream(bytes(k)) for k in k1]
@@ -216,12 +272,12 @@ def kkrt_receive(
         part = table[o : o + m]
         occupied = np.flatnonzero(part >= 0)
         items = part[occupied]
-        rows = filler.read(m * CODE_BYTES).reshape(m, CODE_BYTES)
-        rows[occupied] = _codes(blocks[items], which[items], keys)
-        columns = transpose_bits(rows)  # (512, m / 8)
+        rows = filler.read(m * width // 8).reshape(m, width // 8)
+        rows[occupied] = _codes(blocks[items], which[items], keys, width // 8)
+        columns = transpose_bits(rows)  # (w, m / 8)
         t = np.empty_like(columns)
         u = np.empty_like(columns)
-        for j in range(CODE_BITS):
+        for j in range(width):
             t[j] = g0[j].read(m // 8)
             u[j] = g1[j].read(m // 8)
         u ^= t
@@ -229,16 +285,14 @@ def kkrt_receive(
         scoped.send(sender, STEP_U, u)
         t_rows = transpose_bits(t)[occupied]
         values[items] = oprf_hash(t_rows, occupied + o, keys.session, length)
+    values = tagset.truncate(values, bits)
     found = np.zeros(n, dtype=bool)
     step = f"{prefix}/{STEP_TAGS}"
     for k in range(HASHES):
-        tags = scoped.receive(sender, STEP_TAGS, expect=np.ndarray)
-        if tags.dtype != np.uint8 or tags.shape != (n_sender, length):
-            # A fixed reason: the shape would show the announced sizes.
-            raise ProtocolError(sender, step, "the tags are not uint8 rows of the announced count")
+        payload = scoped.receive(sender, STEP_TAGS, expect=bytes)
+        # Fixed reasons in decode: the sizes would show the announced counts.
+        tags = tagset.decode(payload, n_sender, bits, party=sender, step=step)
         sorted_keys = _keys64(tags)
-        if n_sender > 1 and not bool(np.all(sorted_keys[1:] >= sorted_keys[:-1])):
-            raise ProtocolError(sender, step, "the tags are not sorted")
         idx = np.flatnonzero(which == k)
         if not idx.size or not n_sender:
             continue
@@ -277,8 +331,11 @@ def kkrt_send(
     scoped.send(receiver, STEP_HELLO_REPLY, {"nonce": mine, "size": n})
     keys = _Keys(theirs, mine)
     bins = cuckoo_bins(n_receiver)
-    length = tag_bytes(n_receiver, n)
+    bits = tag_bits(n_receiver, n)
+    length = tag_width(bits)
+    width = code_bits(n)
     s_bits = np.unpackbits(np.frombuffer(os.urandom(CODE_BYTES), dtype=np.uint8))
+    s_bits = s_bits[:width]  # the OPRF key: one secret bit per code bit
     seeds = OTSession(scoped, receiver).receiver.random(s_bits)
     s_row = pack(s_bits)
     chosen = s_bits.astype(bool)
@@ -296,10 +353,10 @@ def kkrt_send(
     step = f"{prefix}/{STEP_U}"
     for o, m in _spans(bins):
         u = scoped.receive(receiver, STEP_U, expect=np.ndarray)
-        if u.dtype != np.uint8 or u.shape != (CODE_BITS, m // 8):
+        if u.dtype != np.uint8 or u.shape != (width, m // 8):
             raise ProtocolError(receiver, step, "u is not a uint8 matrix of the announced shape")
         g = np.empty_like(u)
-        for j in range(CODE_BITS):
+        for j in range(width):
             g[j] = streams[j].read(m // 8)
         g[chosen] ^= u[chosen]
         q = transpose_bits(g)  # (m, 64): q_b = t_b xor (c_b and s)
@@ -310,7 +367,7 @@ def kkrt_send(
                 idx = order[k][a : min(a + _ITEM_BATCH, int(hi))]
                 b = placed[k][a : a + len(idx)]
                 rows = q[b - o]
-                rows ^= _codes(blocks[idx], k, keys) & s_row
+                rows ^= _codes(blocks[idx], k, keys, width // 8) & s_row
                 tags[k, idx] = oprf_hash(rows, b, keys.session, length)
     for k in range(HASHES):
-        scoped.send(receiver, STEP_TAGS, tags[k][np.argsort(_keys64(tags[k]), kind="stable")])
+        scoped.send(receiver, STEP_TAGS, tagset.encode(tagset.truncate(tags[k], bits), bits))
