@@ -125,8 +125,10 @@ def vertical_kmeans(
     messages of ``8 n k`` bytes, then a secure argmin with ``k - 1`` comparisons per record
     between the first two parties, on ``value_bits`` = the largest announced scale + the
     fraction bits + ``ceil(log2 n_parties)`` bits (the most the summed distances can
-    reach; 56 on scikit-learn's digits), about ``26 value_bits`` bytes each (1.44 KB on
-    digits, :mod:`ppdm.protocols.comparison`); one more such assignment round at the end
+    reach; 56 on scikit-learn's digits), about ``23 value_bits`` bytes each (1.27 KB on
+    digits: 16 bytes of IKNP ``u`` per compared bit, the 4-bit leaf tables that also
+    carry the first AND level, a triple per node above it and the multiplexer;
+    :mod:`ppdm.protocols.comparison`); one more such assignment round at the end
     when ``tol`` or ``max_iter`` stops the run (so that the labels belong to the final
     centers).
     """

@@ -18,12 +18,17 @@ tree):
    ``eq_j = [x_j = y_j]``: the ``x_party`` offers, for every possible ``y_j``, the two
    bits masked with its own random shares.
 2. Combine adjacent blocks (``hi``, ``lo``) up a binary tree:
-   ``lt = lt_hi XOR (eq_hi AND lt_lo)``, ``eq = eq_hi AND eq_lo``. ANDs of XOR-shared
-   bits use Beaver multiplication triples made from two random OTs each (one in each
-   direction, no corrections; Asharov et al. CCS 2013, section 5; Demmler et al.,
-   ABY, NDSS 2015). The two ANDs of a node share the operand ``eq_hi``, so they share
-   one "pair triple" ``(a, b, b', ab, ab')``: ``eq_hi`` is masked and opened once,
-   and the pair costs the two random OTs of one triple (each OT carries two bits).
+   ``lt = lt_hi XOR (eq_hi AND lt_lo)``, ``eq = eq_hi AND eq_lo``. The first level
+   costs no triple and no round: its two ANDs multiply a function of the ``y_party``'s
+   block ``hi`` by one of its block ``lo``, so with the ``x_party``'s leaf shares
+   ``a``, ``b`` the cross terms ``b eq_hi`` and ``a lt_lo`` (``a eq_lo``) are two more
+   entry bits of the ``hi`` and ``lo`` tables, masked with fresh random bits
+   (:func:`_first_level_tables`; 4-bit entries instead of 2). Above it, ANDs of
+   XOR-shared bits use Beaver multiplication triples made from two random OTs each
+   (one in each direction, no corrections; Asharov et al. CCS 2013, section 5; Demmler
+   et al., ABY, NDSS 2015). The two ANDs of a node share the operand ``eq_hi``, so they
+   share one "pair triple" ``(a, b, b', ab, ab')``: ``eq_hi`` is masked and opened
+   once, and the pair costs the two random OTs of one triple (each OT carries two bits).
 3. ``[x >= y] = 1 XOR [x < y]``; the shares are exchanged (or sent to one party).
 
 :func:`secure_argmin` -- for vertically partitioned k-means, where both parties hold
@@ -45,18 +50,21 @@ Security (semi-honest, two parties)
   ``[0, 2^value_bits)``; otherwise the output is wrong (not insecure).
 - Bad messages (wrong dtype, shape, point) raise :class:`~ppdm.errors.ProtocolError`.
 
-Cost per ``l``-bit comparison with ``m``-bit blocks (``q = ceil(l/m)`` leaves):
-``q`` 1-out-of-``2^m`` OTs (``q * m`` IKNP OTs, ``16 q m`` bytes of ``u`` plus
-``q * 2^m / 4`` bytes of packed tables), ``q - 1`` tree nodes, each one (pair) triple of
-2 random OTs (2 x 16 bytes) and 3/8 byte per party to open (2/8 at the root); about
-``68 q + 32 (q - 1) = ~0.8 KB`` for ``l = 32`` (before the pair triples and packed tables:
-``~1.2 KB``).
+Cost per ``l``-bit comparison with ``m``-bit blocks (``q = ceil(l/m)`` leaves,
+``q' = ceil(q/2)`` nodes after the first level): ``q`` 1-out-of-``2^m`` OTs (``q * m``
+IKNP OTs, ``16 q m`` bytes of ``u`` plus ``q * 2^m / 2`` bytes of packed 4-bit tables),
+``q' - 1`` tree nodes with a (pair) triple of 2 random OTs (2 x 16 bytes) and 3/8 byte
+per party to open (2/8 at the root); about ``72 q + 32 (q' - 1) = ~0.67 KB`` for
+``l = 32`` (``~0.8 KB`` with a triple per node, ``~1.2 KB`` before the pair triples and
+packed tables).
 Rounds: 2 messages for the leaf OTs + one random-OT message each way for the triples +
-``ceil(log2 q)`` AND levels + 1 to reveal. An ``OTSession`` passed in amortizes the 2 x 128 base OTs.
+``ceil(log2 q) - 1`` AND levels + 1 to reveal. An ``OTSession`` passed in amortizes the
+2 x 128 base OTs.
 """
 
 from __future__ import annotations
 
+import functools
 import secrets
 
 import numpy as np
@@ -236,9 +244,11 @@ def _rot_triples(session: OTSession, count: int, pairs: int) -> tuple[np.ndarray
 
 def _tree_triples(q: int, n: int) -> tuple[int, int]:
     """The single and the pair triples of the AND tree over ``q`` leaves for ``n``
-    comparisons: a pair triple per node (``eq_hi AND lt_lo``, ``eq_hi AND eq_lo``),
-    a single triple per node of the last level (``lt`` only)."""
+    comparisons: none for the first level (its ANDs ride in the leaf tables,
+    :func:`_compare_core`), then a pair triple per node (``eq_hi AND lt_lo``,
+    ``eq_hi AND eq_lo``) and a single triple per node of the last level (``lt`` only)."""
     single = double = 0
+    q = q // 2 + q % 2
     while q > 1:
         pairs = q // 2
         q = pairs + q % 2
@@ -249,33 +259,41 @@ def _tree_triples(q: int, n: int) -> tuple[int, int]:
     return single * n, double * n
 
 
-def _leaf_send(engine: _BitEngine, table: np.ndarray, m: int) -> None:
-    """Sender of the leaves' 1-out-of-``2^m`` OTs of 2-bit entries (Naor-Pinkas from
-    ``m`` random OTs, :mod:`ppdm.protocols.ot.one_of_n`), the masked tables packed four
-    entries to a byte: ``table`` is ``(count, 2^m)`` values in ``[0, 4)``.
+def _leaf_send(engine: _BitEngine, packed: np.ndarray, m: int, width: int = 2) -> None:
+    """Sender of the leaves' 1-out-of-``2^m`` OTs of ``width``-bit entries (Naor-Pinkas
+    from ``m`` random OTs, :mod:`ppdm.protocols.ot.one_of_n`): ``packed`` is ``(count,
+    L)`` tables of ``2^m`` entries packed ``8 / width`` to a byte (:func:`_pack_entries`;
+    ``width`` is 2 or 4).
 
-    Entry ``J`` is masked with the ``J``-th 2-bit piece of random-OT output ``J_j`` of
-    every OT ``j``; on packed bytes that is, per OT, its output 0 with the lanes of the
-    entries whose bit ``j`` is set taken from its output 1 (:func:`_lane_masks`)."""
-    count, size = table.shape
-    length = (2 * size + 7) // 8
-    lanes = _lane_masks(m, size, length)
-    packed = _pack_entries(table, length)
+    Entry ``J`` is masked with the ``J``-th ``width``-bit piece of random-OT output
+    ``J_j`` of every OT ``j``; on packed bytes that is, per OT, its output 0 with the
+    lanes of the entries whose bit ``j`` is set taken from its output 1
+    (:func:`_lane_masks`), computed on the widest words that divide ``L``."""
+    count, length = packed.shape
+    word = next(
+        t for t in (np.uint64, np.uint32, np.uint16, np.uint8) if length % t().itemsize == 0
+    )
+    lanes = _lane_masks(m, 1 << m, length, width).view(word)
     step = max(1, _LEAF_BATCH // (m * length))
     for o in range(0, count, step):
         b = min(step, count - o)
         r0, r1 = engine.session.sender.random(b * m, length=length)
-        r0 = r0.reshape(b, m, length)
-        r1 = r1.reshape(b, m, length)
-        mask = np.bitwise_xor.reduce(r0 ^ ((r0 ^ r1) & lanes[None, :, :]), axis=1)
+        w0: np.ndarray = r0.view(word).reshape(b, m, -1)
+        w1: np.ndarray = r1.view(word).reshape(b, m, -1)
+        np.bitwise_xor(w1, w0, out=w1)
+        np.bitwise_and(w1, lanes[None, :, :], out=w1)
+        np.bitwise_xor(w1, w0, out=w1)
+        mask = np.bitwise_xor.reduce(w1, axis=1).view(np.uint8)
         engine.net.send(engine.peer, STEP_LEAF, packed[o : o + b] ^ mask)
 
 
-def _leaf_receive(engine: _BitEngine, choices: np.ndarray, m: int) -> np.ndarray:
-    """Receiver of :func:`_leaf_send`: the chosen 2-bit entries, ``(count,)`` uint8."""
+def _leaf_receive(engine: _BitEngine, choices: np.ndarray, m: int, width: int = 2) -> np.ndarray:
+    """Receiver of :func:`_leaf_send`: the chosen ``width``-bit entries, ``(count,)``
+    uint8."""
     count = len(choices)
     size = 1 << m
-    length = (2 * size + 7) // 8
+    length = (width * size + 7) // 8
+    per_byte = 8 // width
     ci = choices.astype(np.intp)
     out = np.empty(count, dtype=np.uint8)
     step = max(1, _LEAF_BATCH // (m * length))
@@ -289,34 +307,114 @@ def _leaf_receive(engine: _BitEngine, choices: np.ndarray, m: int) -> np.ndarray
             raise ProtocolError(
                 engine.peer, STEP_LEAF, f"expected {b} packed leaf tables of {length} bytes"
             )
+        if length in (1, 2, 4, 8):
+            # The table fits one little-endian word: entry J is at bit J * width.
+            word = np.dtype(f"<u{length}")
+            key_w = np.bitwise_xor.reduce(keys.view(word).reshape(b, m), axis=1)
+            got_w = np.ascontiguousarray(got).view(word)[:, 0]
+            shift_w = (cb * width).astype(word)
+            out[o : o + b] = ((got_w ^ key_w) >> shift_w) & ((1 << width) - 1)
+            continue
         rows = np.arange(b)
-        byte = cb >> 2
-        shift = ((cb & 3) * 2).astype(np.uint8)
+        byte = cb // per_byte
+        shift = ((cb % per_byte) * width).astype(np.uint8)
         key = np.bitwise_xor.reduce(keys.reshape(b, m, length)[rows, :, byte], axis=1)
-        out[o : o + b] = ((got[rows, byte] ^ key) >> shift) & np.uint8(3)
+        out[o : o + b] = ((got[rows, byte] ^ key) >> shift) & np.uint8((1 << width) - 1)
     return out
 
 
-def _lane_masks(m: int, size: int, length: int) -> np.ndarray:
-    """``(m, L)`` byte masks: the 2-bit lanes of the entries ``J < size`` whose bit ``j``
-    is set (entry ``J`` is lane ``J % 4`` of byte ``J // 4``)."""
-    entries = np.arange(4 * length)
-    lane_bits = np.where(entries < size, 3 << (2 * (entries % 4)), 0)
+def _lane_masks(m: int, size: int, length: int, width: int = 2) -> np.ndarray:
+    """``(m, L)`` byte masks: the ``width``-bit lanes of the entries ``J < size`` whose
+    bit ``j`` is set (entry ``J`` is lane ``J % (8 / width)`` of byte
+    ``J // (8 / width)``)."""
+    per_byte = 8 // width
+    entries = np.arange(per_byte * length)
+    lane_bits = np.where(entries < size, ((1 << width) - 1) << (width * (entries % per_byte)), 0)
     masks = np.zeros((m, length), dtype=np.uint8)
     for j in range(m):
-        chosen = np.where((entries >> j) & 1, lane_bits, 0).reshape(length, 4)
+        chosen = np.where((entries >> j) & 1, lane_bits, 0).reshape(length, per_byte)
         masks[j] = np.bitwise_or.reduce(chosen, axis=1).astype(np.uint8)
     return masks
 
 
-def _pack_entries(entries: np.ndarray, length: int) -> np.ndarray:
-    """``(r, size)`` values in ``[0, 4)`` -> ``(r, L)`` bytes, four entries to a byte
-    (entry ``J`` in lane ``J % 4`` of byte ``J // 4``, lowest bits first)."""
+def _pack_entries(entries: np.ndarray, length: int, width: int = 2) -> np.ndarray:
+    """``(r, size)`` values below ``2^width`` -> ``(r, L)`` bytes, ``8 / width`` entries
+    to a byte (entry ``J`` in lane ``J % (8 / width)`` of byte ``J // (8 / width)``,
+    lowest bits first)."""
     r, size = entries.shape
-    padded = np.zeros((r, 4 * length), dtype=np.uint8)
+    per_byte = 8 // width
+    padded = np.zeros((r, per_byte * length), dtype=np.uint8)
     padded[:, :size] = entries
-    lanes = padded.reshape(r, length, 4)
-    return lanes[:, :, 0] | (lanes[:, :, 1] << 2) | (lanes[:, :, 2] << 4) | (lanes[:, :, 3] << 6)
+    lanes = padded.reshape(r, length, per_byte)
+    out = lanes[:, :, 0].copy()
+    for i in range(1, per_byte):
+        out |= lanes[:, :, i] << np.uint8(width * i)
+    return out
+
+
+@functools.lru_cache(maxsize=16)
+def _table_lut(m: int, greater: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Every packed 4-bit leaf table the ``x_party`` can send, for a ``hi`` and for a
+    ``lo`` leaf of the first tree level (:func:`_first_level_tables`): row
+    ``x | c0 << m | c1 << (m + 1) | c2 << (m + 2) | c3 << (m + 3) | s2 << (m + 4) |
+    s3 << (m + 5)`` holds, for every ``v < 2^m``, the entry bits ``lt(v) XOR c0``,
+    ``eq(v) XOR c1``, ``(s2 AND f(v)) XOR c2`` and ``(s3 AND eq(v)) XOR c3``, with
+    ``lt(v) = [x < v]`` (``[x > v]`` if ``greater``), ``eq(v) = [x = v]`` and
+    ``f = eq`` for ``hi``, ``f = lt`` for ``lo``. A table is then one row lookup:
+    ``(2^(m + 6), 2^m / 2)`` bytes each."""
+    size = 1 << m
+    key = np.arange(1 << (m + 6))[:, None]
+    x = key & (size - 1)
+    c0, c1, c2, c3, s2, s3 = ((key >> (m + i)) & 1 for i in range(6))
+    v = np.arange(size)[None, :]
+    lt = ((x > v) if greater else (x < v)).astype(np.int64)
+    eq = (x == v).astype(np.int64)
+    base = (lt ^ c0) | ((eq ^ c1) << 1) | (((s3 & eq) ^ c3) << 3)
+    length = (4 * size + 7) // 8
+    hi = _pack_entries((base | (((s2 & eq) ^ c2) << 2)).astype(np.uint8), length, 4)
+    lo = _pack_entries((base | (((s2 & lt) ^ c2) << 2)).astype(np.uint8), length, 4)
+    hi.flags.writeable = lo.flags.writeable = False
+    return hi, lo
+
+
+def _first_level_tables(
+    blocks: np.ndarray, r_lt: np.ndarray, r_eq: np.ndarray, m: int, greater: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``x_party``'s side of the first tree level, done inside the leaf tables.
+
+    ``blocks`` are its ``(n, q)`` blocks, ``r_lt``/``r_eq`` its random leaf shares.
+    Node ``p`` joins leaves ``hi = 2p`` and ``lo = 2p + 1`` and needs ``F AND G`` for
+    ``F = eq_hi`` (a function of the peer's block ``hi``) and ``G`` = ``lt_lo`` or
+    ``eq_lo`` (of its block ``lo``), held as ``F = F' XOR a``, ``G = G' XOR b`` (the
+    peer holds ``F'`` and ``G'``, this party ``a`` and ``b``). Then
+    ``F AND G = F' G' XOR b F XOR a G XOR a b``: the peer multiplies ``F' G'``
+    itself, and ``b F`` and ``a G`` are each a function of one of the peer's blocks
+    times bits this party knows, so they go into the leaf tables as two more entry
+    bits each, masked with fresh random bits ``rho`` (every bit the peer receives is
+    uniform). No triple and no round for this level: four entry bits instead of two.
+    An odd last leaf gets zeros in the two extra bits.
+
+    Returns the packed 4-bit tables ``(n * q, 2^m / 2)`` (:func:`_table_lut`) and this
+    party's shares of ``eq_hi AND lt_lo`` and ``eq_hi AND eq_lo``, ``(n, q // 2)``
+    each."""
+    n, q = blocks.shape
+    pairs = q // 2
+    hi, lo = slice(0, 2 * pairs, 2), slice(1, 2 * pairs, 2)
+    rho = _random_bits(4 * n * pairs).reshape(4, n, pairs).astype(np.intp)
+    lt_r, eq_r = r_lt.astype(np.intp), r_eq.astype(np.intp)
+    a, b_lt, b_eq = eq_r[:, hi], lt_r[:, lo], eq_r[:, lo]
+    keys = blocks.astype(np.intp) | (lt_r << m) | (eq_r << (m + 1))
+    keys[:, hi] |= (rho[0] << (m + 2)) | (rho[1] << (m + 3)) | (b_lt << (m + 4)) | (b_eq << (m + 5))
+    keys[:, lo] |= (rho[2] << (m + 2)) | (rho[3] << (m + 3)) | (a << (m + 4)) | (a << (m + 5))
+    hi_lut, lo_lut = _table_lut(m, greater)
+    packed = np.empty((n, q, hi_lut.shape[1]), dtype=np.uint8)
+    packed[:, hi] = hi_lut[keys[:, hi]]
+    packed[:, lo] = lo_lut[keys[:, lo]]
+    if q % 2:
+        packed[:, -1] = hi_lut[keys[:, -1]]
+    and_lt = (rho[0] ^ rho[2] ^ (a & b_lt)).astype(np.uint8)
+    and_eq = (rho[1] ^ rho[3] ^ (a & b_eq)).astype(np.uint8)
+    return packed.reshape(n * q, -1), and_lt, and_eq
 
 
 def _compare_core(
@@ -334,23 +432,40 @@ def _compare_core(
     m = min(block_bits, bits)
     q = -(-bits // m)
     size = 1 << m
+    pairs = q // 2
+    width = 4 if pairs else 2
     shifts = np.array([m * (q - 1 - j) for j in range(q)], dtype=np.uint64)
     blocks = (values[:, None] >> shifts[None, :]) & np.uint64(size - 1)  # (n, q), MSB first
     if net.me == x_party:
-        r_lt = _random_bits(n * q)
-        r_eq = _random_bits(n * q)
-        v = np.arange(size, dtype=np.uint64)[None, :]
-        xb = blocks.reshape(-1, 1)
-        lt = (xb > v) if greater else (xb < v)
-        eq = xb == v
-        table = (lt.astype(np.uint8) ^ r_lt[:, None]) | ((eq.astype(np.uint8) ^ r_eq[:, None]) << 1)
-        _leaf_send(engine, table, m)
+        r_lt = _random_bits(n * q).reshape(n, q)
+        r_eq = _random_bits(n * q).reshape(n, q)
+        if pairs:
+            packed, and_lt, and_eq = _first_level_tables(blocks, r_lt, r_eq, m, greater)
+        else:
+            v = np.arange(size, dtype=np.uint64)[None, :]
+            xb = blocks.reshape(-1, 1)
+            lt = ((xb > v) if greater else (xb < v)).astype(np.uint8)
+            table = (lt ^ r_lt.reshape(-1, 1)) | (((xb == v) ^ r_eq.reshape(-1, 1)) << 1)
+            packed = _pack_entries(table.astype(np.uint8), (2 * size + 7) // 8, 2)
+        _leaf_send(engine, packed, m, width)
         lt_s, eq_s = r_lt, r_eq
     else:
-        got = _leaf_receive(engine, blocks.reshape(-1), m)
+        got = _leaf_receive(engine, blocks.reshape(-1), m, width).reshape(n, q)
         lt_s, eq_s = got & 1, (got >> 1) & 1
-    lt_s = lt_s.reshape(n, q)
-    eq_s = eq_s.reshape(n, q)
+        if pairs:
+            hi_e, lo_e = got[:, 0 : 2 * pairs : 2], got[:, 1 : 2 * pairs : 2]
+            f = (hi_e >> 1) & 1
+            and_lt = (f & lo_e & 1) ^ ((hi_e >> 2) & 1) ^ ((lo_e >> 2) & 1)
+            and_eq = (f & (lo_e >> 1) & 1) ^ ((hi_e >> 3) & 1) ^ ((lo_e >> 3) & 1)
+    if pairs:
+        # The first level, from the tables: lt = lt_hi XOR (eq_hi AND lt_lo), eq = eq_hi
+        # AND eq_lo; an odd last leaf passes up unchanged.
+        new_lt = lt_s[:, 0 : 2 * pairs : 2] ^ and_lt
+        new_eq = and_eq
+        if q % 2:
+            new_lt = np.concatenate([new_lt, lt_s[:, -1:]], axis=1)
+            new_eq = np.concatenate([new_eq, eq_s[:, -1:]], axis=1)
+        lt_s, eq_s = new_lt, new_eq
     engine.make_triples(*_tree_triples(q, n))
     while lt_s.shape[1] > 1:
         w = lt_s.shape[1]
@@ -480,9 +595,10 @@ def secure_argmin(
 
     Leakage: the argmin indices only (see the module docstring).
 
-    Rounds: per tournament level the leaf OTs, ``ceil(log2 q)`` AND levels and the
-    multiplexer; the AND triples of all levels come in one batch with the first level's
-    (their count depends only on ``n`` and ``k``).
+    Rounds: per tournament level the leaf OTs, ``ceil(log2 q) - 1`` AND levels (the
+    first tree level rides in the leaf tables) and the multiplexer; the AND triples of
+    all levels come in one batch with the first level's (their count depends only on
+    ``n`` and ``k``).
 
     Examples
     --------
