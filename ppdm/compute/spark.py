@@ -130,7 +130,7 @@ def _gateway_started_without_preexec() -> Iterator[None]:
         return
     with _GATEWAY_LAUNCH:
         original = java_gateway.Popen
-        java_gateway.Popen = _popen_without_preexec(original)  # type: ignore[assignment]
+        java_gateway.Popen = _popen_without_preexec(original)  # type: ignore[assignment,misc]
         try:
             yield
         finally:

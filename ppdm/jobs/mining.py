@@ -92,6 +92,16 @@ def _jsonable(obj: Any) -> Any:
     return obj
 
 
+#: The entries of :meth:`ppdm.mining.assoc_common.AssocResult.to_json` that it builds as
+#: plain JSON values already (one per itemset and rule: not walked again).
+_READY = frozenset({"frequent_itemsets", "rules"})
+
+
+def _assoc_document(out: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`_jsonable` of an ``assoc`` result, except its :data:`_READY` entries."""
+    return {k: v if k in _READY else _jsonable(v) for k, v in out.items()}
+
+
 def _schema_digest(job_id: str, columns: Sequence[str]) -> bytes:
     """SHA-256 of the job id and the ordered column names (equal lists, equal digests)."""
     return hashlib.sha256(json.dumps([job_id, list(columns)]).encode("utf-8")).digest()
@@ -133,7 +143,7 @@ def run_assoc(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> dic
     out: dict[str, Any] = {"mode": mode, "party": net.me, **result.to_json()}
     if opts["report_local"]:
         out["local"] = {"transactions": db.n_transactions, "items": db.n_items}
-    return _jsonable(out)
+    return _assoc_document(out)
 
 
 def _horizontal_assoc(net: Network, db: Any, opts: Mapping[str, Any], ctx: PartyContext) -> Any:
@@ -465,7 +475,7 @@ def _aligned_assoc(net: Network, opts: Mapping[str, Any], ctx: PartyContext) -> 
     out.update(result.to_json())
     if opts["report_local"]:
         out["local"] = {"transactions": len(ids), "items": db.n_items}
-    return _jsonable(out)
+    return _assoc_document(out)
 
 
 register_job(

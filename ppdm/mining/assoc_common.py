@@ -3,11 +3,20 @@ encoding, and the result type."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Self
 
-from ppdm.mining.rules import association_rules, gc_paused, rules_to_records
+import numpy as np
+
+from ppdm.mining.rules import (
+    RuleTable,
+    association_rules,
+    gc_paused,
+    rule_table,
+    rules_to_records,
+)
 
 __all__ = [
     "AssocResult",
@@ -79,13 +88,41 @@ def decode_itemset(data: bytes, *, label_bytes: int, kind: type) -> tuple:
     return tuple(items)
 
 
+@dataclass(frozen=True)
+class _PendingRules:
+    """Rules not built yet: the arrays of :func:`~ppdm.mining.rules.rule_table` and the
+    transaction count their measures divide by."""
+
+    table: RuleTable
+    n: int
+
+
+class _RulesField:
+    """The ``rules`` field of :class:`AssocResult`: the list it was given, or (a result of
+    :meth:`AssocResult.with_counts`) the :class:`~ppdm.mining.rules.Rule` objects built
+    from the rule arrays when first read, so a job that only writes the document
+    (:meth:`AssocResult.to_json`, from the arrays) builds no object per rule."""
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            raise AttributeError("rules")  # a dataclass field without a default
+        rules = obj.__dict__["rules"]
+        if isinstance(rules, _PendingRules):
+            rules = obj.__dict__["rules"] = rules.table.to_rules(rules.n)
+        return rules
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.__dict__["rules"] = value
+
+
 @dataclass
 class AssocResult:
     """What every party learns from distributed association-rule mining.
 
     ``itemsets`` maps each frequent itemset to its global support count, or to ``None``
     when counts were not revealed; ``rules`` are :class:`~ppdm.mining.rules.Rule` objects
-    when counts are known, else dicts naming antecedent and consequent only.
+    when counts are known (made from the rule arrays when ``rules`` is first read), else
+    dicts naming antecedent and consequent only.
     """
 
     n_transactions: int
@@ -105,8 +142,12 @@ class AssocResult:
         itemsets: dict[frozenset, int],
         levels: list[dict[str, Any]],
     ) -> Self:
-        rules = association_rules(itemsets, n, min_confidence=c)
-        return cls(n, s, c, dict(itemsets), rules, True, levels)
+        if int(n) <= 0:
+            rules = association_rules(itemsets, n, min_confidence=c)  # none; checks c
+            return cls(n, s, c, dict(itemsets), rules, True, levels)
+        # What association_rules builds, its Rule objects made when first read.
+        pending = _PendingRules(rule_table(itemsets, min_confidence=c), int(n))
+        return cls(n, s, c, dict(itemsets), pending, True, levels)  # type: ignore[arg-type]
 
     def to_frame(self) -> Any:
         """The rules as a pandas DataFrame in mlxtend's layout (columns of
@@ -154,29 +195,42 @@ class AssocResult:
 
     def to_json(self) -> dict[str, Any]:
         """The result as JSON-ready values (itemsets by size, then items; the rules as
-        :func:`~ppdm.mining.rules.rules_to_records` gives them)."""
+        :func:`~ppdm.mining.rules.rules_to_records` gives them).
+
+        ``frequent_itemsets`` and ``rules`` hold plain Python values only (labels as
+        ``int`` or ``str``, a non-finite measure as ``None``), so a job document takes
+        them as they are. With counts the rule records are written from the arrays the
+        rules came from (:class:`~ppdm.mining.rules.RuleTable`), one distinct antecedent
+        or consequent at a time, with no :class:`~ppdm.mining.rules.Rule` read per rule.
+        """
         with gc_paused():
             return self._json()
 
     def _json(self) -> dict[str, Any]:
         def label(x: Any) -> Any:
-            return int(x) if isinstance(x, int) else x
+            return int(x) if isinstance(x, int) else native_label(x)
 
+        n = self.n_transactions
         itemsets = [
             {
                 "items": sorted(label(x) for x in k),
-                "support_count": v,
-                "support": None if v is None else v / self.n_transactions,
+                "support_count": None if v is None else _finite(native_label(v)),
+                "support": None if v is None else _finite(native_label(v) / n),
             }
             for k, v in sorted(self.itemsets.items(), key=lambda kv: (len(kv[0]), sorted(kv[0])))
         ]
         if self.counts_revealed:
-            rules = rules_to_records(self.rules)
+            pending = self.__dict__.get("rules")
+            rules = None
+            if isinstance(pending, _PendingRules):
+                rules = _rule_records(pending.table, pending.n)
+            if rules is None:
+                rules = [_finite_measures(r) for r in rules_to_records(self.rules)]
         else:
             rules = [
                 {
-                    "antecedent": sorted(r["antecedent"]),
-                    "consequent": sorted(r["consequent"]),
+                    "antecedent": sorted(native_label(x) for x in r["antecedent"]),
+                    "consequent": sorted(native_label(x) for x in r["consequent"]),
                     "support": None,
                     "confidence": None,
                     "lift": None,
@@ -192,6 +246,73 @@ class AssocResult:
             "rules": rules,
             "levels": self.levels,
         }
+
+
+# Installed after the dataclass is made: ``rules`` stays a field without a default, read
+# and written through the descriptor (its __init__ assigns it).
+AssocResult.rules = _RulesField()  # type: ignore[assignment]
+
+
+def _finite(v: Any) -> Any:
+    """``v``, or ``None`` for a non-finite float (JSON has no NaN or infinity)."""
+    return None if isinstance(v, float) and not math.isfinite(v) else v
+
+
+def _finite_measures(record: dict[str, Any]) -> dict[str, Any]:
+    for key in ("support", "confidence", "lift"):
+        record[key] = _finite(record[key])
+    return record
+
+
+def _rule_records(table: RuleTable, n: int) -> list[dict[str, Any]] | None:
+    """The records :func:`~ppdm.mining.rules.rules_to_records` gives for
+    ``table.to_rules(n)``, built from the arrays: the measures by the same numpy
+    operations as :meth:`~ppdm.mining.rules.RuleTable.to_rules`, the item lists once per
+    distinct itemset (a row of positions into the sorted labels is its sorted items).
+    ``None`` when the labels are not all ints or all strings."""
+    labels = [native_label(x) for x in table.labels]
+    kinds = {type(x) for x in labels}
+    if not (kinds <= {int} or kinds <= {str}):
+        return None
+    if len(table) == 0:
+        return []
+    cz = table.support
+    conf = cz / table.antecedent_support
+    lift = conf / (table.consequent_support / n)
+    supp = cz / n
+    counts = cz.tolist() if cz.dtype.kind in "iu" else [int(z) for z in cz.tolist()]
+    measures = [_finite_list(a) for a in (supp, conf, lift)]
+    ants = _item_lists(table, table.antecedent, labels)
+    cons = _item_lists(table, table.consequent, labels)
+    return [
+        {
+            "antecedent": a[:],
+            "consequent": c[:],
+            "support_count": z,
+            "support": s,
+            "confidence": cf,
+            "lift": lf,
+        }
+        for a, c, z, s, cf, lf in zip(ants, cons, counts, *measures, strict=True)
+    ]
+
+
+def _finite_list(a: np.ndarray) -> list[Any]:
+    """``a`` as Python floats, non-finite values as ``None``."""
+    out = a.tolist()
+    bad = np.flatnonzero(~np.isfinite(a))
+    for i in bad.tolist():
+        out[i] = None
+    return out
+
+
+def _item_lists(table: RuleTable, idx: np.ndarray, labels: list[Any]) -> list[list[Any]]:
+    """The sorted item labels of the itemsets ``idx`` (rows of ``table.table``), one list
+    per distinct itemset shared by the rules that have it (the caller copies them)."""
+    uniq, inv = np.unique(idx, return_inverse=True)
+    rows = table.table.members[uniq].tolist()
+    lists = [[labels[i] for i in r if i >= 0] for r in rows]
+    return [lists[i] for i in inv.ravel().tolist()]
 
 
 def candidate_rules(itemsets: list[frozenset]) -> list[tuple[frozenset, frozenset]]:
