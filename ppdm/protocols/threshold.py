@@ -36,10 +36,11 @@ entry with 4-bit blocks), then ``n - 1`` messages of ``m / 8`` bytes to publish 
 
 Sequential hops (one-way latencies, :mod:`ppdm.parties.metrics`): the first and last
 party set up their OT session (IKNP base OTs, both directions) while the ring message
-travels, so the ring's ``n - 1`` hops overlap the setup; with three parties a call is 16
-hops (18 when the two ran one after the other). A ``session`` reused across calls (one
-per job for every level of an Apriori search) pays the setup once: the next calls take
-9 hops each.
+travels, so the ring's ``n - 1`` hops overlap the setup; with three parties a call is 14
+hops (16 before the comparison's first AND level rode in its leaf tables, 18 when the
+ring and the setup ran one after the other). A ``session`` reused across calls (one per
+job for every level of an Apriori search) pays the setup once: the next calls take 7
+hops each (9 before).
 """
 
 from __future__ import annotations
