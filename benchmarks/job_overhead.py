@@ -65,17 +65,6 @@ CASES = (
 CONFIDENCE = 0.5
 
 
-def sample_fimi(src: Path, dst: Path, rows: int | None) -> None:
-    """``src``, or a seeded sample of ``rows`` of its lines (in file order), as ``dst``."""
-    import numpy as np
-
-    lines = src.read_text().splitlines(keepends=True)
-    if rows is not None and rows < len(lines):
-        keep = np.sort(np.random.default_rng(0).choice(len(lines), rows, replace=False))
-        lines = [lines[i] for i in keep.tolist()]
-    dst.write_text("".join(lines))
-
-
 def measure(fn: Callable[[], Any]) -> tuple[float, float, Any]:
     """Wall and process CPU seconds of one call, and its result (the garbage of earlier
     calls collected first, so that neither side pays for scanning the other's objects)."""
@@ -115,8 +104,10 @@ def check_same(job: dict[str, str], lib: dict[str, Any], reveal: bool) -> int:
 def run_case(report: Report, tmp: Path, fimi: Path, case: tuple, quick: bool, repeat: int) -> None:
     tag, name, quick_rows, s, quick_s, reveal = case
     s = quick_s if quick else s
+    from mining import read_fimi_lines, write_fimi_lines
+
     pooled = tmp / f"{tag}.dat"
-    sample_fimi(fimi / name, pooled, quick_rows if quick else None)
+    write_fimi_lines(read_fimi_lines(fimi / name, quick_rows if quick else None), pooled)
     out = tmp / tag
     partition_file(pooled, out, parties=PARTIES, mode="horizontal", seed=1)
     manifest = json.loads((out / "partition.json").read_text())
