@@ -266,8 +266,8 @@ def _finite_measures(record: dict[str, Any]) -> dict[str, Any]:
 
 def _rule_records(table: RuleTable, n: int) -> list[dict[str, Any]] | None:
     """The records :func:`~ppdm.mining.rules.rules_to_records` gives for
-    ``table.to_rules(n)``, built from the arrays: the measures by the same numpy
-    operations as :meth:`~ppdm.mining.rules.RuleTable.to_rules`, the item lists once per
+    ``table.to_rules(n)``, built from the arrays: the measures of
+    :meth:`~ppdm.mining.rules.RuleTable.measures`, as ``to_rules`` takes them, the item lists once per
     distinct itemset (a row of positions into the sorted labels is its sorted items).
     ``None`` when the labels are not all ints or all strings."""
     labels = [native_label(x) for x in table.labels]
@@ -277,9 +277,7 @@ def _rule_records(table: RuleTable, n: int) -> list[dict[str, Any]] | None:
     if len(table) == 0:
         return []
     cz = table.support
-    conf = cz / table.antecedent_support
-    lift = conf / (table.consequent_support / n)
-    supp = cz / n
+    supp, conf, lift = table.measures(n)
     counts = cz.tolist() if cz.dtype.kind in "iu" else [int(z) for z in cz.tolist()]
     measures = [_finite_list(a) for a in (supp, conf, lift)]
     ants = _item_lists(table, table.antecedent, labels)

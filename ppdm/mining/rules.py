@@ -288,11 +288,17 @@ class RuleTable:
         sets = [frozenset([labels[i] for i in r if i >= 0]) for r in rows]
         return [sets[i] for i in inv.ravel().tolist()]
 
+    def measures(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Support, confidence and lift of every rule; ``n`` transactions (values are
+        counts)."""
+        cz = self.support
+        conf = cz / self.antecedent_support
+        return cz / n, conf, conf / (self.consequent_support / n)
+
     def to_rules(self, n: int) -> list[Rule]:
         """:class:`Rule` objects; ``n`` transactions (values are counts)."""
         cz = self.support
-        conf = cz / self.antecedent_support
-        lift = conf / (self.consequent_support / n)
+        supp, conf, lift = self.measures(n)
         out = []
         new = object.__new__
         setattr_ = object.__setattr__
@@ -301,7 +307,7 @@ class RuleTable:
                 self._sets(self.antecedent),
                 self._sets(self.consequent),
                 cz.tolist(),
-                (cz / n).tolist(),
+                supp.tolist(),
                 conf.tolist(),
                 lift.tolist(),
                 strict=True,
