@@ -289,15 +289,13 @@ class RuleTable:
         return [sets[i] for i in inv.ravel().tolist()]
 
     def measures(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Support, confidence and lift of every rule; ``n`` transactions (values are
-        counts)."""
+        """Support, confidence and lift of every rule, of ``n`` transactions."""
         cz = self.support
         conf = cz / self.antecedent_support
         return cz / n, conf, conf / (self.consequent_support / n)
 
     def to_rules(self, n: int) -> list[Rule]:
         """:class:`Rule` objects; ``n`` transactions (values are counts)."""
-        cz = self.support
         supp, conf, lift = self.measures(n)
         out = []
         new = object.__new__
@@ -306,7 +304,7 @@ class RuleTable:
             for a, c, z, s, cf, lf in zip(
                 self._sets(self.antecedent),
                 self._sets(self.consequent),
-                cz.tolist(),
+                self.support.tolist(),
                 supp.tolist(),
                 conf.tolist(),
                 lift.tolist(),
