@@ -238,11 +238,13 @@ class ComputeEngine(ABC):
         (:class:`ppdm.mining.kmeans.LocalRecords`: per-cluster sums and counts computed
         by the engine), or ``None`` when this engine keeps them in memory."""
 
-    def id_set(self, spec: SourceSpec, id_column: str) -> Any | None:
+    def id_set(self, spec: SourceSpec, id_column: str, *, distinct: bool = False) -> Any | None:
         """The entry's record ids as PSI inputs encoded by the engine (the interface of
         :class:`ppdm.protocols.psi.ids.IdSet` that :func:`ppdm.protocols.psi.align`
-        uses), or ``None`` when the ids are read into the node's memory as a column
-        (the embedded engine)."""
+        uses, plus ``rows_of(ids, columns)``: the rows of the common ids after the
+        alignment), or ``None`` when the ids are read into the node's memory as a column
+        (the embedded engine). ``distinct``: the distinct values of the column (the
+        transaction ids of a long layout)."""
         return None
 
     def close(self) -> None:  # noqa: B027 -- engines without a session keep it

@@ -406,7 +406,7 @@ class SparkEngine(ComputeEngine):
             return self._embedded.local_records(spec, columns, id_column, sep=sep)
         return SparkRecords(self, spec, list(columns), id_column)
 
-    def id_set(self, spec: SourceSpec, id_column: str) -> Any | None:
+    def id_set(self, spec: SourceSpec, id_column: str, *, distinct: bool = False) -> Any | None:
         """The entry's ids as PSI inputs encoded on the executors (:class:`SparkIdSet`),
         for entries Spark reads; ``None`` for files this engine reads like the embedded
         one."""
@@ -414,7 +414,7 @@ class SparkEngine(ComputeEngine):
 
         if not self.reads(spec):
             return None
-        return SparkIdSet(self, spec, id_column)
+        return SparkIdSet(self, spec, id_column, distinct=distinct)
 
 
 def _first_line(exc: BaseException) -> str:

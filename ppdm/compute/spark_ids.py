@@ -54,14 +54,21 @@ class SparkIdSet:
 
     The blocks are :class:`IdSet`'s, computed by its own code on each partition: equal
     to ``IdSet.of(sorted(ids)).blocks()``. A missing or repeated id is refused without
-    the id (a flag from the executor)."""
+    the id (a flag from the executor); with ``distinct`` (the transaction ids of a long
+    layout, one row per item) the set is the distinct ids, a missing one still refused.
+    After the alignment, :meth:`rows_of` reads the rows of the common ids only."""
 
-    def __init__(self, engine: SparkEngine, spec: SourceSpec, id_column: str) -> None:
+    def __init__(
+        self, engine: SparkEngine, spec: SourceSpec, id_column: str, *, distinct: bool = False
+    ) -> None:
         from ppdm.protocols.psi.ids import IdSet
 
         self._engine = engine
+        self._spec = spec
         self.where = spec.describe()
         df = engine.frame(spec, [id_column])
+        if distinct:
+            df = df.distinct()
         kind = _ID_KINDS.get(dict(df.dtypes)[id_column])
         if kind is None:
             raise ConfigError(
@@ -217,6 +224,31 @@ class SparkIdSet:
         for part in self._positions(kernel_for, "locating the common ids"):
             out[part["j"]] = part["p"]
         return None if (out < 0).any() else out
+
+    def rows_of(self, ids: Sequence[Any], columns: Sequence[str]) -> Any:
+        """The rows of the source whose id is one of ``ids`` (the common ids of an
+        alignment), as a pandas DataFrame of the id column and ``columns``, in no
+        particular order: one Spark job, a left-semi join of the source with ``ids``
+        (sent to the executors as a broadcast table), so the node receives the rows of
+        the common ids only -- what the embedded engine keeps of its records after the
+        alignment."""
+        import pandas as pd
+        from pyspark.sql import functions as F
+
+        names = [self._column, *[c for c in columns if c != self._column]]
+        engine, kind = self._engine, self.kind
+
+        source = engine.frame(self._spec, names)
+        if kind == "int":
+            wanted = pd.DataFrame({self._column: np.asarray(ids, dtype=np.int64)})
+        else:
+            wanted = pd.DataFrame({self._column: pd.Series(list(ids), dtype=object)})
+
+        def job() -> Any:
+            keys = engine.session().createDataFrame(wanted)
+            return source.join(F.broadcast(keys), on=self._column, how="left_semi").toPandas()
+
+        return engine.run(f"reading the common rows of {self.where}", job)
 
 
 def _raw(v: Any) -> bytes:

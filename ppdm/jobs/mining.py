@@ -35,11 +35,12 @@ import numpy as np
 from ppdm.errors import ConfigError, ProtocolError
 from ppdm.jobs.mining_data import (
     Records,
+    alignable_records,
+    alignable_transactions,
     detect_format,
     open_party_source,
     partition_file,
     party_engine,
-    read_id_transactions,
     read_party_records,
     read_party_transactions,
     read_records,
@@ -248,19 +249,18 @@ def run_kmeans(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> di
 
     opts = check_params("kmeans", params)
     mode, k = opts["mode"], opts["k"]
-    records = read_party_records(
-        ctx,
-        opts["data"],
-        sep=opts["sep"],
-        id_column=opts["id_column"],
-        columns=opts["columns"],
-        require_all=mode == "horizontal",
-        stream_ok=mode == "horizontal" and not opts["align"],
-    )
     if opts["align"]:
-        # The aligned records are a subset of this party's: refuse before the alignment.
-        _check_local_bound(records, opts)
-        records = _aligned_records(net, records, opts, ctx)
+        records = _aligned_records(net, opts, ctx)
+    else:
+        records = read_party_records(
+            ctx,
+            opts["data"],
+            sep=opts["sep"],
+            id_column=opts["id_column"],
+            columns=opts["columns"],
+            require_all=mode == "horizontal",
+            stream_ok=mode == "horizontal",
+        )
     out: dict[str, Any] = {"mode": mode, "party": net.me}
     if mode == "horizontal":
         # The parties compare a digest of their column lists, salted with the job id,
@@ -317,12 +317,12 @@ def run_kmeans(net: Network, params: Mapping[str, Any], ctx: PartyContext) -> di
     return _jsonable(out)
 
 
-def _check_local_bound(records: Records, opts: Mapping[str, Any]) -> None:
+def _check_local_bound(n_records: int, opts: Mapping[str, Any]) -> None:
     """Vertical k-means: every party holds the same records, so ``k`` is checked against
     this party's own count before anything derived from the records (ids, alignment) is
     sent; the text names no count."""
     k, size = opts["k"], opts["min_cluster_size"]
-    if k * max(size, 1) > len(records.x):
+    if k * max(size, 1) > n_records:
         raise ConfigError(
             "k * min_cluster_size exceeds the number of records (k = "
             f"{k}, min_cluster_size = {size}); nothing derived from the records was sent"
@@ -356,7 +356,7 @@ def _vertical(
             if c in seen:
                 raise ConfigError(f"column {c!r} is held by both {seen[c]!r} and {p!r}")
             seen[c] = p
-    _check_local_bound(records, opts)
+    _check_local_bound(len(records.x), opts)
     # The same records everywhere: compare digests of the sorted common ids.
     digest = records.id_digest()
     net.broadcast("vkmeans/ids", digest)
@@ -397,29 +397,32 @@ def _vertical(
 # Private record alignment before vertical mining (align=true; docs/mining.md)
 
 
-def _aligned_records(
-    net: Network, records: Records, opts: Mapping[str, Any], ctx: PartyContext
-) -> Records:
+def _aligned_records(net: Network, opts: Mapping[str, Any], ctx: PartyContext) -> Records:
     """The records whose ids every party holds, in the common order: private record
-    alignment (:func:`ppdm.protocols.psi.align`) on this party's id column."""
+    alignment (:func:`ppdm.protocols.psi.align`) on this party's id column, ``k``
+    checked first against this party's own count (an upper bound of the aligned ones).
+    On a Spark node the ids are encoded on the executors and only the common records
+    are read back (:func:`ppdm.jobs.mining_data.alignable_records`)."""
+    data = alignable_records(
+        ctx, opts["data"], sep=opts["sep"], id_column=opts["id_column"], columns=opts["columns"]
+    )
+    _check_local_bound(data.size, opts)
+    return data.take(_align(net, data.ids, opts, ctx))
+
+
+def _align(net: Network, ids: Any, opts: Mapping[str, Any], ctx: PartyContext) -> Any:
     from ppdm.protocols.psi import align
 
-    if records.ids is None:
-        raise ConfigError(
-            f"party {ctx.name!r}: align=true needs the id column {opts['id_column']!r} in "
-            "the records file"
-        )
     try:
-        common = align(
+        return align(
             net,
-            records.ids,
+            ids,
             method=opts["align_method"],
             max_set_ratio=opts["max_set_ratio"],
             min_set_size=opts["min_set_size"],
         )
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"party {ctx.name!r}: {exc}") from None
-    return Records(records.ids[common.rows], records.columns, records.x[common.rows])
 
 
 def _vertical_assoc(
@@ -455,26 +458,20 @@ def _vertical_assoc(
 
 
 def _aligned_assoc(net: Network, opts: Mapping[str, Any], ctx: PartyContext) -> dict[str, Any]:
-    """Vertical association rules after private record alignment: every party's file
-    lists its own transactions, each line starting with the transaction id."""
-    from ppdm.protocols.psi import align
-
+    """Vertical association rules after private record alignment on the transaction ids
+    (a text file whose lines start with the id, or a long layout's transaction id
+    column; on a Spark node encoded on the executors,
+    :func:`ppdm.jobs.mining_data.alignable_transactions`)."""
     if len(net.parties) < 2:
         raise ConfigError("vertical association rules need at least two parties")
-    ids, db = read_id_transactions(ctx.data_path(opts["data"]), fmt=opts["format"], sep=opts["sep"])
-    common = align(
-        net,
-        ids,
-        method=opts["align_method"],
-        max_set_ratio=opts["max_set_ratio"],
-        min_set_size=opts["min_set_size"],
-    )
-    db = db.subset(common.rows)
+    data = alignable_transactions(ctx, opts["data"], fmt=opts["format"], sep=opts["sep"])
+    common = _align(net, data.ids, opts, ctx)
+    db = data.take(common)
     result = _vertical_assoc(net, db, opts, ctx)
     out: dict[str, Any] = {"mode": "vertical", "party": net.me, "aligned": len(common.ids)}
     out.update(result.to_json())
     if opts["report_local"]:
-        out["local"] = {"transactions": len(ids), "items": db.n_items}
+        out["local"] = {"transactions": data.size, "items": db.n_items}
     return _assoc_document(out)
 
 

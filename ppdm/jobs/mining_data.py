@@ -29,7 +29,8 @@ import csv
 import hashlib
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,10 @@ __all__ = [
     "FORMATS",
     "MODES",
     "TRANSACTION_FORMATS",
+    "Alignable",
     "Records",
+    "alignable_records",
+    "alignable_transactions",
     "detect_format",
     "open_party_source",
     "partition_file",
@@ -462,3 +466,141 @@ def read_id_transactions(
     if len(set(ids)) != len(ids):
         raise ConfigError(f"{path}: the transaction ids (first field of each line) repeat")
     return ids, from_transactions(rows)
+
+
+# ---------------------------------------------------------------------------------------
+# A party's data before private record alignment (align=true)
+
+
+@dataclass(frozen=True)
+class Alignable:
+    """A party's ids for :func:`ppdm.protocols.psi.align` and how to read its rows of the
+    common ids afterwards.
+
+    ``ids`` is what ``align`` takes: a list read into the node's memory (the embedded
+    engine), or the ids its compute engine encoded where the data live
+    (:meth:`ppdm.compute.ComputeEngine.id_set`: the node holds their PSI blocks, never
+    the ids). ``take(alignment)`` is this party's data of the common ids in the common
+    order: a subset of what the node read (embedded) or, on Spark, the rows of the
+    common ids only, read by one Spark job after the alignment. ``size`` is this party's
+    own count of ids (an upper bound of the aligned ones)."""
+
+    ids: Any
+    size: int
+    take: Callable[[Any], Any]
+
+
+def _changed(where: str) -> ConfigError:
+    return ConfigError(f"{where}: the ids changed during the job")
+
+
+def alignable_records(
+    ctx: PartyContext, key: str, *, sep: str, id_column: str, columns: Sequence[str] | None
+) -> Alignable:
+    """The party's records ``[data] key`` for vertical k-means with ``align=true``:
+    ``take`` gives :class:`Records` of the common ids (the columns as
+    :func:`read_party_records` with ``require_all=False`` picks them)."""
+    engine = party_engine(ctx)
+    spec = _party_spec(ctx, key)
+    where = spec.describe()
+    available = engine.column_names(spec, sep=sep)
+    if id_column not in available:
+        raise ConfigError(
+            f"party {ctx.name!r}: align=true needs the id column {id_column!r} in the records"
+        )
+    encoded = engine.id_set(spec, id_column)
+    if encoded is None:
+        records = read_party_records(
+            ctx, key, sep=sep, id_column=id_column, columns=columns, require_all=False
+        )
+        ids = records.ids
+        assert ids is not None  # the id column is there
+
+        def subset(common: Any) -> Records:
+            return Records(ids[common.rows], records.columns, records.x[common.rows])
+
+        return Alignable(ids, len(ids), subset)
+    if columns is None:
+        wanted = [c for c in available if c != id_column]
+    else:
+        wanted = [c for c in columns if c in available and c != id_column]
+
+    def read_common(common: Any) -> Records:
+        frame = encoded.rows_of(common.ids, wanted)
+        got = records_from_frame(
+            frame, where, id_column=id_column, columns=columns, require_all=False
+        )
+        if got.ids is None or got.ids.tolist() != list(common.ids):
+            raise _changed(where)
+        return got
+
+    return Alignable(encoded, len(encoded), read_common)
+
+
+def _reads_long_layout(spec: Any) -> bool:
+    """Whether a ``[data]`` entry holds transactions in the long layout (a transaction
+    id column and an item column: Parquet, SQL, Spark tables) rather than a text file
+    whose lines start with the transaction id."""
+    if spec.kind != "file":
+        return True
+    path = spec.file_path
+    return path.is_dir() or spec.format == "parquet" or path.suffix.lower() in (".parquet", ".pq")
+
+
+def _long_id_transactions(frame: Any, spec: Any) -> tuple[np.ndarray, TransactionDB]:
+    """The distinct transaction ids (ascending) of a long-layout frame and the database
+    of their transactions in that order (a row whose item is empty: a transaction
+    without items)."""
+    from ppdm.sources.base import long_to_database
+    from ppdm.sources.counting import sorted_unique
+
+    t, i = spec.transaction_column, spec.item_column
+    if frame[t].isna().any():
+        raise ConfigError(f"{spec.describe()}: the transaction id column has empty values")
+    tids = frame[t].to_numpy()
+    items = frame[i]
+    valid = items.notna().to_numpy()
+    fill = items[valid].iloc[0] if valid.any() else 0
+    labels = items.to_numpy() if valid.all() else items.where(valid, fill).to_numpy()
+    db = long_to_database(tids, labels, None if valid.all() else valid)
+    return sorted_unique(tids), db
+
+
+def _common_transactions(db: TransactionDB, rows: np.ndarray) -> TransactionDB:
+    """The transactions ``rows`` over the items that occur in them: an item found only
+    in transactions outside the intersection is not a candidate (the count of candidates
+    the peers see would tell them of rows outside it), as on Spark, where only the
+    common transactions are read."""
+    sub = db.subset(rows)
+    return sub.project(sub.items[sub.item_counts() > 0])
+
+
+def alignable_transactions(ctx: PartyContext, key: str, *, fmt: str, sep: str) -> Alignable:
+    """The party's transactions ``[data] key`` for vertical association rules with
+    ``align=true``: a text file whose lines start with the transaction id
+    (:func:`read_id_transactions`), or a long layout whose transaction id column is the
+    id (Parquet, SQL, a Spark table; on a Spark node the ids are encoded on the
+    executors and only the common transactions are read back). ``take`` gives the
+    :class:`TransactionDB` of the common transactions in the common order, over the
+    items that occur in them."""
+    engine = party_engine(ctx)
+    spec = _party_spec(ctx, key)
+    where = spec.describe()
+    if not _reads_long_layout(spec):
+        ids, db = read_id_transactions(spec.file_path, fmt=spec.format or fmt, sep=spec.sep or sep)
+        return Alignable(ids, len(ids), lambda common: _common_transactions(db, common.rows))
+    t, i = spec.transaction_column, spec.item_column
+    encoded = engine.id_set(spec, t, distinct=True)
+    if encoded is None:
+        tids, db = _long_id_transactions(engine.read_frame(spec, [t, i], sep=sep), spec)
+        return Alignable(
+            tids.tolist(), len(tids), lambda common: _common_transactions(db, common.rows)
+        )
+
+    def read_common(common: Any) -> TransactionDB:
+        tids, db = _long_id_transactions(encoded.rows_of(common.ids, [i]), spec)
+        if tids.tolist() != list(common.ids):
+            raise _changed(where)
+        return db
+
+    return Alignable(encoded, len(encoded), read_common)

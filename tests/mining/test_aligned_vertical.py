@@ -20,7 +20,8 @@ from sklearn.datasets import make_blobs
 
 from ppdm.errors import ConfigError
 from ppdm.jobs.document import simulate_job
-from ppdm.jobs.mining import check_params, read_id_transactions
+from ppdm.jobs.mining import check_params
+from ppdm.jobs.mining_data import read_id_transactions
 from ppdm.jobs.registry import PartyContext
 
 PARTIES = ["alice", "bob", "carol"]
