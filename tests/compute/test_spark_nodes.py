@@ -120,6 +120,26 @@ def bed(tmp_path_factory, fimi_dir, tier_unavailable):
         frame = pd.read_csv(out / manifest["parties"]["alice"]["file"])
         frame.sample(frac=1.0, random_state=3).to_parquet(target, index=False)
         spark_data[key] = {"kind": "parquet", "path": str(target)}
+    # Vertical records with different, overlapping ids at each party (align=true):
+    # alice's as Parquet for her Spark engine, a CSV copy of it for the embedded run.
+    out, manifest = files["blobs_v"]
+    aligned = root / "blobs_a"
+    aligned.mkdir()
+    held = {}
+    for j, p in enumerate(PARTIES):
+        frame = pd.read_csv(out / manifest["parties"][p]["file"])
+        frame = frame[rng.random(len(frame)) < 0.9]
+        extra = pd.DataFrame(rng.normal(size=(5, frame.shape[1] - 1)), columns=frame.columns[1:])
+        extra.insert(0, "record_id", 1000 + 10 * np.arange(5) + j)  # ids only p has
+        frame = pd.concat([frame, extra]).sample(frac=1.0, random_state=j)
+        frame.to_csv(aligned / f"{p}.csv", index=False)
+        held[p] = {"file": f"{p}.csv"}
+        if p == "alice":
+            frame.to_parquet(root / "alice-blobs_a.parquet", index=False)
+            spark_data["blobs_a"] = {"kind": "parquet", "path": str(root / "alice-blobs_a.parquet")}
+        else:
+            set_party_data(testbed.settings_path(p), "blobs_a", aligned / f"{p}.csv")
+    files["blobs_a"] = (aligned, {"parties": held})
     # A table that keeps alice's Spark counting busy for far longer than a 5 s job
     # timeout (8M rows); the others hold the small baskets under the same key.
     rng = np.random.default_rng(11)
@@ -331,6 +351,35 @@ def test_vertical_kmeans_with_one_spark_party(bed):
             full[:, COLUMNS.index(c)] = np.array(got[p]["centers"])[:, j]
     assert np.abs(full - want).max() < 1e-6
     assert got["alice"]["iterations"] == n_iter
+
+
+@pytest.mark.timeout(600)
+def test_aligned_vertical_kmeans_with_one_spark_party(bed):
+    """``align=true``: alice's ids are encoded on her executors and her node reads back
+    the common records only; every party gets the all-embedded result, and the centres
+    are scikit-learn's Lloyd on the pooled common records."""
+    testbed, files, _ = bed
+    params = {
+        "mode": "vertical",
+        "k": K,
+        "data": "blobs_a",
+        "align": True,
+        "include_labels": True,
+        "init": "first-k",
+        "min_cluster_size": 0,
+    }
+    doc = testbed.run_job("kmeans", params, initiator="bob", timeout=300)
+    assert doc["state"] == "succeeded", doc["error"]
+    got, ref = _results(doc), _results(_all_embedded("kmeans", files, "blobs_a", params))
+    _same_kmeans(got, ref)
+    out, manifest = files["blobs_a"]
+    frames = {p: pd.read_csv(out / manifest["parties"][p]["file"]) for p in PARTIES}
+    common = sorted(set.intersection(*(set(f["record_id"]) for f in frames.values())))
+    assert 60 < len(common) < 120 and got["alice"]["record_ids"] == common
+    pooled = np.hstack([f.set_index("record_id").loc[common].to_numpy() for f in frames.values()])
+    want, n_iter = _kmeans_reference(pooled, pooled[:K])
+    full = np.hstack([np.array(got[p]["centers"]) for p in PARTIES])
+    assert np.abs(full - want).max() < 1e-6 and got["alice"]["iterations"] == n_iter
 
 
 def _java_children(pid: int) -> list[int]:
