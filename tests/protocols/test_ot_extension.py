@@ -96,6 +96,14 @@ def test_tccr_depends_on_tweak_and_input():
     assert not np.array_equal(h, tccr_hash(x, make_tweaks(0, 1000, 6)))
     long = tccr_expand(x, start=0, session=5, nbytes=40)
     assert np.array_equal(long[:, :16], h) and long.shape == (1000, 40)
+    # every output block b is H((i, s, b), x), the definition, block by block
+    for start, nbytes in ((0, 40), (77, 16 * 9), (3, 5)):
+        got = tccr_expand(x, start=start, session=9, nbytes=nbytes)
+        blocks = -(-nbytes // 16)
+        want = np.hstack([tccr_hash(x, make_tweaks(start, len(x), 9, b)) for b in range(blocks)])[
+            :, :nbytes
+        ]
+        assert np.array_equal(got, want)
 
 
 def test_prg_stream_is_consistent():
