@@ -8,6 +8,8 @@ from functools import partial
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ppdm.parties.local import run_local
 from ppdm.protocols.psi import IdSet, align
@@ -95,3 +97,84 @@ def test_has_duplicates():
     assert not has_duplicates(np.array([], dtype=np.int64))
     assert not has_duplicates(np.array([3, 1, 2]))
     assert has_duplicates(np.array([3, 1, 3]))
+
+
+# -- the vectorized string paths against their definitions (hypothesis) ------------------
+
+_PERSON = {"str": b"ppdm-psi-str", "bytes": b"ppdm-psi-bytes"}
+
+
+def _reference_block(kind: str, value) -> bytes:
+    """The module docstring's encoding of one string / byte string id, byte by byte."""
+    import hashlib
+
+    raw = value.encode("utf-8", "surrogatepass") if kind == "str" else bytes(value)
+    if len(raw) <= 14:
+        tag = (0xA0 if kind == "str" else 0xB0) + len(raw)
+        return raw + b"\0" * (14 - len(raw)) + bytes([tag, 0])
+    return hashlib.blake2b(raw, digest_size=15, person=_PERSON[kind]).digest() + b"\0"
+
+
+_texts = st.text(alphabet=st.sampled_from("ab\0Zé\U0001f600\ud800-9"), max_size=20)
+_blobs = st.binary(max_size=20).map(lambda b: b[:: max(1, len(b) // 17)])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    values=st.one_of(
+        st.lists(_texts, unique=True, max_size=40), st.lists(_blobs, unique=True, max_size=40)
+    ),
+    data=st.data(),
+)
+def test_string_blocks_order_and_lookup_match_their_definitions(values, data):
+    """Blocks (copied in one scatter, or hashed), the common order (the blocks' byte order
+    when every id is short) and ``locate`` (on 64-bit block keys) give what the plain
+    definitions give: the encoding of the docstring, ``sorted``, a dict of positions."""
+    s = IdSet.of(values)
+    if not values:
+        return
+    kind = s.kind
+    assert [bytes(b) for b in s.blocks()] == [_reference_block(kind, v) for v in values]
+    rows = np.array(data.draw(st.permutations(range(len(values)))), dtype=np.int64)
+    rows = rows[: data.draw(st.integers(0, len(values)))]
+    ids, picked = s.common(rows)
+    assert ids == sorted(values[i] for i in rows.tolist())
+    assert [values[i] for i in picked.tolist()] == ids
+    position = {v: i for i, v in enumerate(values)}
+    assert s.locate(ids).tolist() == [position[v] for v in ids]
+    missing = "\x01absent\x01" if kind == "str" else b"\x01absent\x01"
+    assert s.locate([*ids, missing]) is None
+    assert s.locate([1] if kind == "str" else ["x"]) is None  # another kind: not found
+    with pytest.raises(ValueError, match="duplicate"):
+        IdSet.of([*values, values[0]])
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        {"kind": "str", "ids": {"lengths": np.array([2, 2], np.int64), "data": b"c5c1"}},
+        {"kind": "str", "ids": {"lengths": np.array([2, 2], np.int64), "data": b"c1c1"}},
+        {"kind": "str", "ids": {"lengths": np.array([2, 3], np.int64), "data": b"c1c5"}},
+        {"kind": "str", "ids": {"lengths": np.array([-2, 6], np.int64), "data": b"c1c5"}},
+        {"kind": "str", "ids": {"lengths": np.array([2, 2], np.int32), "data": b"c1c5"}},
+        {"kind": "str", "ids": {"lengths": np.array([1, 1], np.int64), "data": b"\xff\xfe"}},
+        {"kind": "str", "ids": {"lengths": np.array([2], np.int64), "data": b"c9"}},
+        {"kind": "str", "ids": {"data": b"c1c5"}},
+        {"kind": "bytes", "ids": {"lengths": np.array([2, 2], np.int64), "data": b"c1c5"}},
+        {"kind": "int", "ids": np.array([5, 1], np.int64)},
+    ],
+)
+def test_a_bad_or_unordered_intersection_from_the_leader_is_a_protocol_error(result):
+    """The non-leader checks the leader's intersection: the strings' lengths add up to
+    the bytes, valid UTF-8, strictly increasing (the common order, no repeat), all its
+    own ids, of its own kind."""
+    from ppdm.errors import ProtocolError
+    from ppdm.protocols.psi import _decode_result
+
+    own = IdSet.of(["c1", "c5", "c7"] if result["kind"] != "int" else [1, 5, 7])
+    with pytest.raises(ProtocolError) as info:
+        _decode_result(result, own, "alice", 0)
+    assert info.value.party == "alice"
+    good = {"kind": "str", "ids": {"lengths": np.array([2, 2], np.int64), "data": b"c1c5"}}
+    ids, rows = _decode_result(good, IdSet.of(["c7", "c5", "c1"]), "alice", 0)
+    assert ids == ["c1", "c5"] and rows.tolist() == [2, 1]

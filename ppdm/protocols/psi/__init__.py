@@ -60,6 +60,7 @@ sequential, plus ``n - 1`` result messages.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -67,11 +68,10 @@ from typing import Any
 import numpy as np
 
 from ppdm.errors import AggregationTooSmall, ProtocolError
-from ppdm.parties.codec import ByteStrings
 from ppdm.parties.network import Network
 from ppdm.protocols.psi.cuckoo import CuckooFailure, cuckoo_bins
 from ppdm.protocols.psi.ec import ec_receive, ec_send
-from ppdm.protocols.psi.ids import IdSet, dummy_blocks, has_duplicates
+from ppdm.protocols.psi.ids import IdSet, dummy_blocks, joined_bytes
 from ppdm.protocols.psi.kkrt import MAX_ITEMS, kkrt_receive, kkrt_send
 from ppdm.protocols.psi.opening import (
     DEFAULT_MAX_SET_RATIO,
@@ -126,20 +126,46 @@ def _send(net: Network, peer: str, blocks: np.ndarray, method: str, peer_size: i
 
 
 def _encode_result(ids: IdSet, values: list[Any]) -> dict[str, Any]:
+    """The intersection as the leader sends it: int64 values, or the strings' UTF-8
+    (byte strings' raw) bytes back to back with their lengths."""
     if ids.kind == "int":
-        payload: Any = np.asarray(values, dtype=np.int64)
-    elif ids.kind == "str":
-        payload = ByteStrings(v.encode("utf-8", errors="surrogatepass") for v in values)
-    else:
-        payload = ByteStrings(values)
-    return {"kind": ids.kind, "ids": payload}
+        return {"kind": "int", "ids": np.asarray(values, dtype=np.int64)}
+    blob, lengths = joined_bytes(ids.kind, values)
+    return {"kind": ids.kind, "ids": {"lengths": lengths, "data": blob}}
+
+
+def _split_ids(leader: str, kind: str, raw: Any) -> list[Any]:
+    """The strings / byte strings of a result (its ``lengths`` and ``data``)."""
+    step = STEP_RESULT
+    if not isinstance(raw, dict) or set(raw) != {"lengths", "data"}:
+        raise ProtocolError(leader, step, "expected the lengths and the bytes of the ids")
+    lengths, data = raw["lengths"], raw["data"]
+    if not isinstance(data, bytes) or not isinstance(lengths, np.ndarray):
+        raise ProtocolError(leader, step, "expected the lengths and the bytes of the ids")
+    if lengths.dtype != np.int64 or lengths.ndim != 1 or (lengths < 0).any():
+        raise ProtocolError(leader, step, "id lengths must be a 1-D array of int64 >= 0")
+    if int(lengths.sum()) != len(data):
+        raise ProtocolError(leader, step, "the id lengths do not add up to the bytes sent")
+    ends = np.cumsum(lengths).tolist()
+    starts = [0, *ends][: len(ends)]
+    if kind == "str" and data.isascii():
+        text = data.decode("ascii")  # one byte a character: the same offsets
+        return [text[a:b] for a, b in zip(starts, ends, strict=True)]
+    pieces = [data[a:b] for a, b in zip(starts, ends, strict=True)]
+    if kind == "bytes":
+        return pieces
+    try:
+        return [b.decode("utf-8", errors="surrogatepass") for b in pieces]
+    except UnicodeDecodeError as exc:
+        raise ProtocolError(leader, step, "an id is not valid UTF-8") from exc
 
 
 def _decode_result(
     value: Any, own: IdSet, leader: str, min_set_size: int
 ) -> tuple[list[Any], np.ndarray]:
     """The leader's result checked against this party's ids: the common ids in the
-    common order and their rows here."""
+    common order (strictly increasing, which also rules out a repeated id) and their
+    rows here."""
     step = STEP_RESULT
     if isinstance(value, dict) and set(value) == set(BELOW_MINIMUM):
         if value["below_minimum"] is not True:
@@ -154,29 +180,22 @@ def _decode_result(
         if not isinstance(raw, np.ndarray) or raw.dtype != np.int64 or raw.ndim != 1:
             raise ProtocolError(leader, step, "integer ids must be a 1-D int64 array")
         got: Any = raw
+        ordered = bool((got[1:] > got[:-1]).all())
     else:
-        if not isinstance(raw, ByteStrings):
-            raise ProtocolError(leader, step, "ids must be a batch of byte strings")
-        if kind == "str":
-            try:
-                got = [b.decode("utf-8", errors="surrogatepass") for b in raw]
-            except UnicodeDecodeError as exc:
-                raise ProtocolError(leader, step, "an id is not valid UTF-8") from exc
-        else:
-            got = list(raw)
+        got = _split_ids(leader, kind, raw)
+        ordered = all(map(operator.lt, got, got[1:]))
     if len(got) > len(own):
         raise ProtocolError(leader, step, "more ids than this party holds")
     if len(got) and kind != own.kind:
         raise ProtocolError(leader, step, "the ids are of another kind than this party's")
-    repeated = has_duplicates(got) if isinstance(got, np.ndarray) else len(set(got)) != len(got)
-    if repeated:
-        raise ProtocolError(leader, step, "the intersection repeats an id")
+    if not ordered:
+        raise ProtocolError(leader, step, "the intersection is not in the common order")
     rows = own.locate(got)
     if rows is None:
         raise ProtocolError(leader, step, "the intersection holds an id this party lacks")
     if len(got) < min_set_size:
         raise ProtocolError(leader, step, "the intersection is below the minimum but was sent")
-    return own.common(rows)
+    return (got.tolist() if kind == "int" else got), np.asarray(rows, dtype=np.int64)
 
 
 def private_intersection(

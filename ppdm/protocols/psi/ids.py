@@ -31,11 +31,12 @@ import hashlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
-__all__ = ["BLOCK", "IdSet", "dummy_blocks", "has_duplicates"]
+__all__ = ["BLOCK", "IdSet", "dummy_blocks", "has_duplicates", "joined_bytes"]
 
 BLOCK = 16
 _INT_TAG = np.frombuffer(b"ppdm-i\x01", dtype=np.uint8)
@@ -88,6 +89,7 @@ class IdSet:
     kind: str
     values: list[Any]
     array: np.ndarray | None = field(default=None, compare=False, repr=False)
+    _cache: dict[str, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, ids: Sequence[Any] | np.ndarray) -> IdSet:
@@ -105,9 +107,14 @@ class IdSet:
             return cls._ints(_int_array(values))
         if kind == "bytes":
             values = [bytes(v) for v in values]
-        if len(set(values)) != len(values):
+        out = cls(kind, values)
+        own = out.blocks()
+        # Short ids are their blocks: distinct 64-bit keys of the blocks prove them
+        # distinct without a set of a million Python objects (equal keys: the set).
+        proven = out._cache["all_short"] and out._block_keys(own)[1] is not None
+        if not proven and len(set(values)) != len(values):
             raise ValueError("the id set has duplicate ids")
-        return cls(kind, values)
+        return out
 
     @classmethod
     def _ints(cls, arr: np.ndarray) -> IdSet:
@@ -119,37 +126,12 @@ class IdSet:
         return len(self.values)
 
     def blocks(self) -> np.ndarray:
-        """``(n, 16)`` uint8 blocks, last byte zero."""
-        n = len(self.values)
-        out = np.zeros((n, BLOCK), dtype=np.uint8)
-        if not n:
-            return out
-        if self.kind == "int":
-            arr = self.array if self.array is not None else np.asarray(self.values, "<i8")
-            out[:, :8] = arr.astype("<i8").view(np.uint8).reshape(n, 8)
-            out[:, 8:15] = _INT_TAG
-            return out
-        raw = (
-            [v.encode("utf-8", errors="surrogatepass") for v in self.values]
-            if self.kind == "str"
-            else self.values
-        )
-        lengths = np.fromiter(map(len, raw), dtype=np.int64, count=n)
-        short = lengths <= _DIRECT
-        if short.any():
-            which = np.flatnonzero(short)
-            fixed = np.array([raw[i] for i in which.tolist()], dtype=f"S{_DIRECT}")
-            out[which, :_DIRECT] = fixed.view(np.uint8).reshape(len(which), _DIRECT)
-            out[which, _DIRECT] = _DIRECT_KIND[self.kind] + lengths[which]
-        if not short.all():
-            person = b"ppdm-psi-" + self.kind.encode()
-            which = np.flatnonzero(~short)
-            digests = b"".join(
-                hashlib.blake2b(raw[i], digest_size=15, person=person).digest()
-                for i in which.tolist()
-            )
-            out[which, :15] = np.frombuffer(digests, dtype=np.uint8).reshape(len(which), 15)
-        return out
+        """``(n, 16)`` uint8 blocks, last byte zero (computed once per set)."""
+        cached = self._cache.get("blocks")
+        if cached is None:
+            cached, short = _blocks(self.kind, self.values, self.array)
+            self._cache["blocks"], self._cache["all_short"] = cached, np.array(short)
+        return cached.copy()
 
     def item_bytes(self) -> list[bytes]:
         """One byte string per id, injective across kinds (for the EC path)."""
@@ -168,25 +150,138 @@ class IdSet:
         if self.array is not None:
             picked = rows[np.argsort(self.array[rows])]  # distinct: no ties
             return self.array[picked].tolist(), picked
-        picked = np.asarray(sorted(rows.tolist(), key=self.values.__getitem__), dtype=np.int64)
-        return [self.values[i] for i in picked.tolist()], picked
+        if not len(rows):
+            return [], rows
+        blocks = self.blocks()
+        if self._cache["all_short"]:
+            # Every id is short, so its block is its bytes zero-padded, then the length:
+            # the blocks' byte order (two big-endian words) is the ids' own order
+            # (UTF-8 keeps code point order; a proper prefix sorts first, by length).
+            words = np.ascontiguousarray(blocks[rows]).view(">u8").reshape(len(rows), 2)
+            picked = rows[np.lexsort((words[:, 1], words[:, 0]))]
+        else:  # hashed ids: their blocks carry no order
+            picked = np.asarray(sorted(rows.tolist(), key=self.values.__getitem__), np.int64)
+        if len(picked) == 1:
+            return [self.values[int(picked[0])]], picked
+        return list(itemgetter(*picked.tolist())(self.values)), picked
 
     def locate(self, ids: Sequence[Any] | np.ndarray) -> np.ndarray | None:
         """The position in this set of each of ``ids`` (of this kind, distinct), or
         ``None`` if one of them is not in the set."""
         if self.array is not None:
-            want = np.asarray(ids, dtype=np.int64)
+            numbers = np.asarray(ids, dtype=np.int64)
             order = np.argsort(self.array)
-            at = np.searchsorted(self.array, want, sorter=order)
+            at = np.searchsorted(self.array, numbers, sorter=order)
             at = np.minimum(at, max(len(order) - 1, 0))
-            if len(want) and (not len(order) or (self.array[order[at]] != want).any()):
+            if len(numbers) and (not len(order) or (self.array[order[at]] != numbers).any()):
                 return None
-            return order[at] if len(want) else np.zeros(0, dtype=np.int64)
-        position = {v: i for i, v in enumerate(self.values)}
-        try:
-            return np.fromiter((position[v] for v in ids), dtype=np.int64, count=len(ids))
-        except KeyError:
+            return order[at] if len(numbers) else np.zeros(0, dtype=np.int64)
+        want: list[Any] = list(ids.tolist() if isinstance(ids, np.ndarray) else ids)
+        if not want:
+            return np.zeros(0, dtype=np.int64)
+        # Short strings and byte strings (every id copied into its block, none hashed:
+        # equal blocks, equal ids) are matched on their blocks: 64-bit keys of the
+        # blocks, sorted once, then one searchsorted and a full-block check -- numpy
+        # work, not a dict of Python objects.
+        if len(self) == 0 or not all(
+            issubclass(t, _TYPES[self.kind]) for t in set(map(type, want))
+        ):
             return None
+        own = self.blocks()
+        keys, ranks = self._block_keys(own) if self._cache["all_short"] else (own, None)
+        if ranks is None:
+            # long ids would be hashed again (or two of this set's blocks share a key):
+            # a dict of the ids
+            position = {v: i for i, v in enumerate(self.values)}
+            try:
+                return np.fromiter((position[v] for v in want), dtype=np.int64, count=len(want))
+            except KeyError:
+                return None
+        mine, _ = _blocks(self.kind, want, None)
+        at = np.minimum(np.searchsorted(keys, _key64(mine)), len(keys) - 1)
+        found = ranks[at]
+        if not (own[found] == mine).all():
+            return None
+        return found
+
+    def _block_keys(self, own: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """This set's sorted 64-bit block keys and the positions in that order (``None``
+        if two keys are equal)."""
+        cached = self._cache.get("keys")
+        if cached is None:
+            keys = _key64(own)
+            order = np.argsort(keys)
+            keys = keys[order]
+            repeated = len(keys) > 1 and bool((keys[1:] == keys[:-1]).any())
+            self._cache["keys"], self._cache["order"] = keys, order
+            if repeated:
+                self._cache["order"] = np.zeros(0, dtype=np.int64)
+            cached = keys
+        order = self._cache["order"]
+        return cached, (order if len(order) == len(cached) else None)
+
+
+_TYPES: dict[str, Any] = {"str": str, "bytes": bytes | bytearray}
+
+
+def _key64(blocks: np.ndarray) -> np.ndarray:
+    """A 64-bit key of each block (its two halves mixed): equal blocks, equal keys."""
+    halves = np.ascontiguousarray(blocks).view("<u8").reshape(len(blocks), 2)
+    return halves[:, 0] ^ (halves[:, 1] * np.uint64(0x9E3779B97F4A7C15))
+
+
+def joined_bytes(kind: str, values: Sequence[Any]) -> tuple[bytes, np.ndarray]:
+    """The UTF-8 (strings) or raw (byte strings) bytes of ``values`` back to back, and
+    each one's length in bytes: one join and one encode when every string is ASCII
+    (the usual record id), one encode per string otherwise."""
+    if kind == "str":
+        text = "".join(values)
+        if text.isascii():
+            lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+            return text.encode("ascii"), lengths
+        raw: Sequence[bytes] = [v.encode("utf-8", errors="surrogatepass") for v in values]
+    else:
+        raw = [bytes(v) for v in values] if any(type(v) is not bytes for v in values) else values
+    lengths = np.fromiter(map(len, raw), dtype=np.int64, count=len(raw))
+    return b"".join(raw), lengths
+
+
+def _blocks(kind: str, values: Sequence[Any], array: np.ndarray | None) -> tuple[np.ndarray, bool]:
+    """The blocks of ``values`` and whether every id was copied (none hashed)."""
+    n = len(values)
+    out = np.zeros((n, BLOCK), dtype=np.uint8)
+    if not n:
+        return out, True
+    if kind == "int":
+        arr = array if array is not None else np.asarray(values, "<i8")
+        out[:, :8] = arr.astype("<i8").view(np.uint8).reshape(n, 8)
+        out[:, 8:15] = _INT_TAG
+        return out, False
+    blob, lengths = joined_bytes(kind, values)
+    starts = np.zeros(n, dtype=np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    short = lengths <= _DIRECT
+    if short.any():
+        # the bytes of every short id scattered into its row in one assignment: byte j
+        # of id i (at starts[i] + j in the blob) goes to i * 16 + j (zero-padded to 14)
+        which = np.flatnonzero(short)
+        data = np.frombuffer(blob, dtype=np.uint8)
+        shift = np.repeat(np.arange(n, dtype=np.int64) * BLOCK - starts, lengths)
+        at = np.arange(len(data), dtype=np.int64) + shift
+        if not short.all():
+            keep = np.repeat(short, lengths)
+            at, data = at[keep], data[keep]
+        out.reshape(-1)[at] = data
+        out[which, _DIRECT] = _DIRECT_KIND[kind] + lengths[which]
+    if not short.all():
+        person = b"ppdm-psi-" + kind.encode()
+        which = np.flatnonzero(~short)
+        digests = b"".join(
+            hashlib.blake2b(blob[a : a + k], digest_size=15, person=person).digest()
+            for a, k in zip(starts[which].tolist(), lengths[which].tolist(), strict=True)
+        )
+        out[which, :15] = np.frombuffer(digests, dtype=np.uint8).reshape(len(which), 15)
+    return out, bool(short.all())
 
 
 def dummy_blocks(count: int) -> np.ndarray:
