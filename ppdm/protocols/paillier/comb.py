@@ -23,6 +23,7 @@ __all__ = [
     "DEFAULT_WINDOW",
     "MASK_THREADS",
     "MASK_THREAD_MIN",
+    "POWERS_CHUNK",
     "SPLIT_MIN_ROOT_BITS",
     "FixedBaseTable",
     "SquareModulusTable",
@@ -45,11 +46,15 @@ SPLIT_MIN_ROOT_BITS = 1536
 #: gmpy2 releases the GIL in each of the comb's many small products, and threads that
 #: share them stall each other -- measured on 2 free cores (``benchmarks/paillier.py``,
 #: 2048-bit key, exponent n/2), two threads encrypted 974-1,455/s against 1,482-2,104/s
-#: on one, at 0.6-0.8x the CPU efficiency. A caller with more cores may set it higher
-#: (and measure).
+#: on one, at 0.6-0.8x the CPU efficiency; with the flat comb (issue 25, item 5) on the
+#: same 2 cores under a load of 3.8, 0.9x the wall rate and 0.91x the CPU efficiency
+#: (medians of 5). Two worker processes (``workers=2``) are the way to use 2 cores. A
+#: caller with more cores may set it higher (and measure).
 MASK_THREADS = 1
 #: Batches smaller than this are computed in the calling thread.
 MASK_THREAD_MIN = 64
+#: Exponents laid out (numpy index arrays, beta sums) at a time by a batch of powers.
+POWERS_CHUNK = 256
 
 _mask_pool: ThreadPoolExecutor | None = None
 _mask_pool_lock = threading.Lock()
@@ -133,13 +138,16 @@ class FixedBaseTable:
         powers = [base % m]
         for _ in range(1, self.window * a):
             powers.append(powers[-1] * powers[-1] % m)
-        self.tables: list[list[Any]] = []
+        # One flat list, block k's entries at [k 2^window, (k + 1) 2^window): a look-up is
+        # one index, computed with numpy for the whole batch (:meth:`_indices`).
+        self.entries: list[Any] = []
         for k in range(self.blocks):
-            tab = [mpz(1)]
+            start = len(self.entries)
+            self.entries.append(mpz(1))
             for u in range(1, 1 << self.window):
                 top = u.bit_length() - 1
-                tab.append(tab[u ^ (1 << top)] * powers[top * a + k * b] % m)
-            self.tables.append(tab)
+                parent = self.entries[start + (u ^ (1 << top))]
+                self.entries.append(parent * powers[top * a + k * b] % m)
 
     def pow(self, e: int) -> Any:
         """``base^e mod modulus`` (``0 <= e < 2^exponent_bits``)."""
@@ -147,7 +155,7 @@ class FixedBaseTable:
             raise ValueError("exponent out of the table's range")
         nbytes = (self.exponent_bits + 7) // 8
         raw = np.frombuffer(int(e).to_bytes(nbytes, "little"), dtype=np.uint8)
-        return self._evaluate(self._indices(raw.reshape(1, nbytes))[0])
+        return self._powers(raw.reshape(1, nbytes))[0]
 
     def random_powers(self, count: int) -> list[Any]:
         """``count`` powers ``base^alpha`` for independent uniform ``alpha`` of
@@ -155,7 +163,7 @@ class FixedBaseTable:
         return threaded_batches(self._random_powers, count)
 
     def _random_powers(self, count: int) -> list[Any]:
-        return [self._evaluate(steps) for steps in self._indices(self._random_exponents(count))]
+        return self._powers(self._random_exponents(count))
 
     def _random_exponents(self, count: int) -> np.ndarray:
         """``count`` independent uniform exponents of ``exponent_bits`` bits, drawn from
@@ -174,9 +182,16 @@ class FixedBaseTable:
         for row in self._random_exponents(count):
             yield row.tobytes()
 
-    def _indices(self, raw: np.ndarray) -> list[list[list[int]]]:
-        """Per exponent (rows of little-endian bytes), the table index of every block at
-        every step, most significant step first: ``[exponent][step][block]``."""
+    #: Whether a row of look-ups is padded to an even length (split tables multiply
+    #: their entries two at a time).
+    _even_rows = False
+
+    def _indices(self, raw: np.ndarray) -> np.ndarray:
+        """Per exponent (rows of little-endian bytes), the flat index into the entries of
+        every block at every step, most significant step first: an array ``(exponent,
+        step, block)``. A zero digit is the index of its block's entry 1 (rare at real
+        sizes: a product by 1 costs less than a test per look-up); an odd row gets one
+        more such index where :attr:`_even_rows` asks for it."""
         count = raw.shape[0]
         bits = np.unpackbits(raw, axis=1, bitorder="little")
         total = self.window * self.span
@@ -184,39 +199,49 @@ class FixedBaseTable:
             bits = np.pad(bits, ((0, 0), (0, total - bits.shape[1])))
         layout = bits[:, :total].reshape(count, self.window, self.blocks, self.steps)
         idx = (layout.astype(np.uint64) * self._weights).sum(axis=1)  # (count, blocks, steps)
-        return idx.transpose(0, 2, 1)[:, ::-1, :].tolist()
+        idx += (np.arange(self.blocks, dtype=np.uint64) << np.uint64(self.window))[:, None]
+        rows = idx.transpose(0, 2, 1)[:, ::-1, :].astype(np.intp)
+        if self._even_rows and self.blocks % 2:
+            rows = np.concatenate([rows, np.zeros((count, self.steps, 1), np.intp)], axis=2)
+        return rows
+
+    def _powers(self, raw: np.ndarray) -> list[Any]:
+        """``base^e`` for every exponent ``e`` of ``raw`` (rows of little-endian bytes),
+        :data:`POWERS_CHUNK` exponents at a time (bounds the index arrays' memory)."""
+        out: list[Any] = []
+        for at in range(0, raw.shape[0], POWERS_CHUNK):
+            out.extend(map(self._evaluate, self._indices(raw[at : at + POWERS_CHUNK]).tolist()))
+        return out
+
+    def _powers_pair(self, other: FixedBaseTable, raw: np.ndarray) -> list[tuple[Any, Any]]:
+        """``(self.pow(e), other.pow(e))`` for every exponent of ``raw``, both in one loop
+        per exponent (less interpreter work: the key owner's combs mod ``p^2`` and
+        ``q^2``); ``other`` is a table of the same class and layout."""
+        out: list[tuple[Any, Any]] = []
+        for at in range(0, raw.shape[0], POWERS_CHUNK):
+            rows = self._indices(raw[at : at + POWERS_CHUNK]).tolist()
+            out.extend(map(self._evaluate_pair, [other] * len(rows), rows))
+        return out
 
     def _evaluate(self, steps: list[list[int]]) -> Any:
-        m = self.modulus
-        acc = None
+        e, m = self.entries, self.modulus
+        acc = mpz(1)
         for row in steps:
-            if acc is not None:
-                acc = acc * acc % m
-            for tab, u in zip(self.tables, row, strict=True):
-                if u:
-                    acc = tab[u] if acc is None else acc * tab[u] % m
-        return mpz(1) if acc is None else acc
+            looked_up = map(e.__getitem__, row)
+            acc = acc * acc % m * next(looked_up) % m
+            for x in looked_up:
+                acc = acc * x % m
+        return acc
 
     def _evaluate_pair(self, other: FixedBaseTable, steps: list[list[int]]) -> tuple[Any, Any]:
-        """``(self._evaluate(steps), other._evaluate(steps))`` for a table of the same
-        class and layout, in one loop (less interpreter work: the key owner's combs mod
-        ``p^2`` and ``q^2`` for one exponent)."""
-        m, m2 = self.modulus, other.modulus
-        acc: Any = None
-        acc2: Any = None
+        e, e2, m, m2 = self.entries, other.entries, self.modulus, other.modulus
+        acc = acc2 = mpz(1)
         for row in steps:
-            if acc is not None:
-                acc = acc * acc % m
-                acc2 = acc2 * acc2 % m2
-            for tab, tab2, u in zip(self.tables, other.tables, row, strict=True):
-                if u:
-                    if acc is None:
-                        acc, acc2 = tab[u], tab2[u]
-                    else:
-                        acc = acc * tab[u] % m
-                        acc2 = acc2 * tab2[u] % m2
-        if acc is None:
-            return mpz(1), mpz(1)
+            acc = acc * acc % m
+            acc2 = acc2 * acc2 % m2
+            for i in row:
+                acc = acc * e[i] % m
+                acc2 = acc2 * e2[i] % m2
         return acc, acc2
 
 
@@ -231,9 +256,10 @@ class SquareModulusTable(FixedBaseTable):
     sum_k beta_k) mod root^2``. A power is therefore the comb over the ``a`` alone, two
     half-size ``a`` multiplied together before each product and reduction mod ``root^2``
     (one full-size operation per two entries instead of one per entry), plus a sum of the
-    ``beta``, joined at the end by one product mod ``root``. At a 2048-bit Paillier ``n``
-    this takes 30-40 % fewer CPU seconds per power than :class:`FixedBaseTable` (measured
-    in ``benchmarks/paillier.py``), for the same exponents and the same results.
+    ``beta`` (numpy limbs, a whole batch at once), joined at the end by one product mod
+    ``root``. At a 2048-bit Paillier ``n`` this takes 30-40 % fewer CPU seconds per power
+    than :class:`FixedBaseTable` (measured in ``benchmarks/paillier.py``), for the same
+    exponents and the same results.
 
     The tables are built without a modular inverse per entry: when ``x y = a + root q``
     (``a = x y mod root``), ``beta(x y) = beta(x) + beta(y) + q / a`` and ``1 / a = (1 /
@@ -260,6 +286,8 @@ class SquareModulusTable(FixedBaseTable):
             base, self.root * self.root, exponent_bits=exponent_bits, window=window, blocks=blocks
         )
 
+    _even_rows = True
+
     def _build(self, base: Any) -> None:
         r, a, b = self.root, self.span, self.steps
         # (a, beta, 1/a) of base^(2^j) for every bit position j of the layout; squaring
@@ -272,86 +300,110 @@ class SquareModulusTable(FixedBaseTable):
             q, x = divmod(x * x, r)
             inv = inv * inv % r
             powers.append((x, (2 * beta + q * inv) % r, inv))
-        self.factors: list[list[Any]] = []
-        self.betas: list[list[Any]] = []
+        # Flat lists as in FixedBaseTable: block k at [k 2^window, (k + 1) 2^window).
+        fac: list[Any] = []
+        bet: list[Any] = []
         for k in range(self.blocks):
-            fac, bet, invs = [mpz(1)], [mpz(0)], [mpz(1)]
+            start = len(fac)
+            fac.append(mpz(1))
+            bet.append(mpz(0))
+            invs = [mpz(1)]
             for u in range(1, 1 << self.window):
                 parent = u ^ (1 << (u.bit_length() - 1))
                 px, pbeta, pinv = powers[(u.bit_length() - 1) * a + k * b]
-                q, x = divmod(fac[parent] * px, r)
+                q, x = divmod(fac[start + parent] * px, r)
                 inv = invs[parent] * pinv % r
                 fac.append(x)
-                bet.append((bet[parent] + pbeta + q * inv) % r)
+                bet.append((bet[start + parent] + pbeta + q * inv) % r)
                 invs.append(inv)
-            self.factors.append(fac)
-            self.betas.append(bet)
+        self.factors = fac
+        # The beta are only added up: 32-bit limbs in a numpy array, so a batch's sums are
+        # a few numpy calls (:meth:`_beta_sums`) instead of one big-integer addition per
+        # look-up (each a cache miss in a table of megabytes).
+        self._limbs = -(-int(r.bit_length()) // 32)
+        blob = b"".join(int(x).to_bytes(4 * self._limbs, "little") for x in bet)
+        self.betas = np.frombuffer(blob, dtype="<u4").reshape(len(bet), self._limbs)
 
-    def _evaluate(self, steps: list[list[int]]) -> Any:
-        m, r = self.modulus, self.root
-        acc = None
-        total = 0
-        for row in steps:
-            if acc is not None:
-                acc = acc * acc % m
-                total <<= 1
-            held = None  # two half-size factors, one reduction: cheaper than two
-            for fac, bet, u in zip(self.factors, self.betas, row, strict=True):
-                if u:
-                    total += bet[u]
-                    if held is None:
-                        held = fac[u]
-                    else:
-                        acc = held * fac[u] if acc is None else acc * (held * fac[u]) % m
-                        held = None
-            if held is not None:
-                acc = held if acc is None else acc * held % m
-        if acc is None:
-            return mpz(1)
-        return (acc + r * (acc % r * (total % r) % r)) % m
+    def _beta_sums(self, idx: np.ndarray) -> list[int]:
+        """Per exponent (look-ups ``(exponent, step, entry)``, most significant step
+        first), ``sum_steps 2^(steps - 1 - step) sum_entries beta``, exactly: a uint64
+        sum over ``group`` steps of ``width`` 32-bit limbs stays below ``width 2^32
+        2^group <= 2^63``; the groups and the limbs' carries are joined as Python ints."""
+        count, steps, width = idx.shape
+        group = max(1, min(16, 31 - width.bit_length()))
+        out = [0] * count
+        for first in range(0, steps, group):
+            part = idx[:, first : first + group]
+            rows = part.shape[1]
+            weights = np.uint64(1) << np.arange(rows - 1, -1, -1, dtype=np.uint64)
+            sums = self.betas[part].sum(axis=2, dtype=np.uint64)  # (count, rows, limbs)
+            sums = (sums * weights[None, :, None]).sum(axis=1, dtype=np.uint64)
+            low = (sums & np.uint64(0xFFFFFFFF)).astype("<u4").tobytes()
+            high = (sums >> np.uint64(32)).astype("<u4").tobytes()
+            size, shift = 4 * self._limbs, steps - first - rows
+            for i in range(count):
+                at = slice(i * size, (i + 1) * size)
+                value = int.from_bytes(low[at], "little") + (
+                    int.from_bytes(high[at], "little") << 32
+                )
+                out[i] += value << shift
+        return out
 
-    def _evaluate_pair(self, other: FixedBaseTable, steps: list[list[int]]) -> tuple[Any, Any]:
-        """Both tables' powers for one exponent in one loop, as
-        :meth:`FixedBaseTable._evaluate_pair` (``other`` a split table of the same layout)."""
+    def _join(self, acc: Any, total: int) -> Any:
+        """``acc (1 + root total) mod root^2``: the product of the ``a`` and the sum of
+        the ``beta`` back into one residue."""
+        r = self.root
+        return (acc + r * (acc % r * (total % r) % r)) % self.modulus
+
+    def _powers(self, raw: np.ndarray) -> list[Any]:
+        out: list[Any] = []
+        for at in range(0, raw.shape[0], POWERS_CHUNK):
+            idx = self._indices(raw[at : at + POWERS_CHUNK])
+            out.extend(map(self._join, map(self._product, idx.tolist()), self._beta_sums(idx)))
+        return out
+
+    def _powers_pair(self, other: FixedBaseTable, raw: np.ndarray) -> list[tuple[Any, Any]]:
         if not isinstance(other, SquareModulusTable):
             raise TypeError("both tables must be split tables")
-        m, r, m2, r2 = self.modulus, self.root, other.modulus, other.root
-        acc: Any = None
-        acc2: Any = None
-        total = total2 = 0
-        columns = list(zip(self.factors, self.betas, other.factors, other.betas, strict=True))
+        out: list[tuple[Any, Any]] = []
+        for at in range(0, raw.shape[0], POWERS_CHUNK):
+            idx = self._indices(raw[at : at + POWERS_CHUNK])
+            out.extend(
+                (self._join(acc, total), other._join(acc2, total2))
+                for (acc, acc2), total, total2 in zip(
+                    map(self._product_pair, [other] * len(idx), idx.tolist()),
+                    self._beta_sums(idx),
+                    other._beta_sums(idx),
+                    strict=True,
+                )
+            )
+        return out
+
+    def _product(self, steps: list[list[int]]) -> Any:
+        """The comb over the ``a`` alone (rows of even length, :attr:`_even_rows`): two
+        half-size factors multiplied before each product and reduction mod ``root^2``."""
+        fac, m = self.factors, self.modulus
+        acc = mpz(1)
         for row in steps:
-            if acc is not None:
-                acc = acc * acc % m
-                acc2 = acc2 * acc2 % m2
-                total <<= 1
-                total2 <<= 1
-            held: Any = None
-            held2: Any = None
-            for (fac, bet, fac2, bet2), u in zip(columns, row, strict=True):
-                if u:
-                    total += bet[u]
-                    total2 += bet2[u]
-                    if held is None:
-                        held, held2 = fac[u], fac2[u]
-                    elif acc is None:
-                        acc, acc2, held = held * fac[u], held2 * fac2[u], None
-                    else:
-                        acc = acc * (held * fac[u]) % m
-                        acc2 = acc2 * (held2 * fac2[u]) % m2
-                        held = None
-            if held is not None:
-                if acc is None:
-                    acc, acc2 = held, held2
-                else:
-                    acc = acc * held % m
-                    acc2 = acc2 * held2 % m2
-        if acc is None:
-            return mpz(1), mpz(1)
-        return (
-            (acc + r * (acc % r * (total % r) % r)) % m,
-            (acc2 + r2 * (acc2 % r2 * (total2 % r2) % r2)) % m2,
-        )
+            looked_up = map(fac.__getitem__, row)
+            pairs = zip(looked_up, looked_up, strict=True)  # entries two by two
+            x, y = next(pairs)
+            acc = acc * acc % m * (x * y) % m
+            for x, y in pairs:
+                acc = acc * (x * y) % m
+        return acc
+
+    def _product_pair(self, other: SquareModulusTable, steps: list[list[int]]) -> tuple[Any, Any]:
+        fac, fac2, m, m2 = self.factors, other.factors, self.modulus, other.modulus
+        acc = acc2 = mpz(1)
+        for row in steps:
+            acc = acc * acc % m
+            acc2 = acc2 * acc2 % m2
+            looked_up = iter(row)
+            for i, j in zip(looked_up, looked_up, strict=True):
+                acc = acc * (fac[i] * fac[j]) % m
+                acc2 = acc2 * (fac2[i] * fac2[j]) % m2
+        return acc, acc2
 
 
 def table_mod_square(

@@ -551,12 +551,13 @@ class PaillierPrivateKey:
         tp, tq, q2inv = self._tables
         p2, q2 = self.psquare, self.qsquare
         out = []
-        same = type(tp) is type(tq)  # (p and q of one size, unless built unchecked)
-        for steps in tp._indices(tp._random_exponents(count)):
+        raw = tp._random_exponents(count)
+        if type(tp) is type(tq):  # (p and q of one size, unless built unchecked)
             # Same exponent mod p^2 and q^2; both combs in one loop: less interpreter work.
-            ap, aq = (
-                tp._evaluate_pair(tq, steps) if same else (tp._evaluate(steps), tq._evaluate(steps))
-            )
+            pairs = tp._powers_pair(tq, raw)
+        else:
+            pairs = list(zip(tp._powers(raw), tq._powers(raw), strict=True))
+        for ap, aq in pairs:
             out.append(aq + q2 * ((ap - aq) * q2inv % p2))
         return out
 
