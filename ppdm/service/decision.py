@@ -12,16 +12,18 @@ import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ppdm.errors import ConfigError, PPDMError
-from ppdm.jobs.registry import PartyContext, get_job
 from ppdm.parties.consortium import PartySettings
 from ppdm.service.disclosure import DisclosureAuditor
 from ppdm.service.jobstate import owner_cause
 from ppdm.service.ledger import ledger_path, read_state
 from ppdm.service.policy import Decision, Policy, PolicyFile, evaluate
 from ppdm.service.profiles import Disclosure, get_profile, input_identity, input_version
+
+if TYPE_CHECKING:  # the job registry is imported by a node's first job, not its start
+    from ppdm.jobs.registry import PartyContext
 
 log = logging.getLogger(__name__)
 
@@ -212,6 +214,8 @@ def dry_run(
     path = policy_path(settings)
     policy = PolicyFile(path).current()
     auditor = DisclosureAuditor(settings.name, _ReadOnlyState(ledger_path(settings)))
+    from ppdm.jobs.registry import PartyContext, get_job
+
     ctx = PartyContext(name=settings.name, settings=settings.raw, base_dir=settings.base_dir)
     spec = get_job(name)
     decision, disclosure, audit = decide(

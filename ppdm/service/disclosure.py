@@ -50,8 +50,10 @@ import math
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from fractions import Fraction
 
 __all__ = [
     "AuditVerdict",
@@ -172,6 +174,8 @@ def change_disclosed(
     versions = sorted({v for p, v in qs if me in p and v is not None})
     if len(versions) < 2:
         return False
+    from fractions import Fraction  # here: a node starts without it (issue 25)
+
     others = sorted({x for p, _ in qs for x in p} - {me})
     cols = [*others, *(f"{me}@{v}" for v in versions)]
     at = {c: i for i, c in enumerate(cols)}

@@ -11,8 +11,10 @@ import json
 import threading
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ppdm.jobs.registry import PartyContext
+if TYPE_CHECKING:  # the job registry is imported by a node's first job, not its start
+    from ppdm.jobs.registry import PartyContext
 
 
 def _source_entry(ctx: PartyContext, key: str) -> bool:

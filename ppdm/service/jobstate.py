@@ -15,17 +15,19 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf import struct_pb2
 
 from ppdm.errors import ConfigError, PublicError, with_local_cause
-from ppdm.jobs.registry import PartyContext
 from ppdm.parties.grpc_net import JobLinks
 from ppdm.parties.network import Endpoint
 from ppdm.proto.ppdm.v1 import party_pb2 as pb
 from ppdm.service.policy import Decision
 from ppdm.service.profiles import Disclosure
+
+if TYPE_CHECKING:  # the job registry is imported by a node's first job, not its start
+    from ppdm.jobs.registry import PartyContext
 
 STATE_NAMES: dict[int, str] = {
     pb.JOB_STATE_RUNNING: "running",

@@ -17,12 +17,11 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from ppdm.errors import ConfigError, PPDMError, PublicError
-from ppdm.jobs.registry import PartyContext, get_job
 from ppdm.parties.consortium import NodeLimits, reload_party_tables
 from ppdm.progress import job_log_context
 from ppdm.proto.ppdm.v1 import party_pb2 as pb
@@ -42,6 +41,9 @@ from ppdm.service.jobstate import (
 from ppdm.service.peers import NodePeers
 from ppdm.service.policy import Decision, PolicyFile
 from ppdm.service.profiles import Disclosure, input_identity, input_version
+
+if TYPE_CHECKING:  # the job registry is imported by a node's first job, not its start
+    from ppdm.jobs.registry import PartyContext
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +93,8 @@ class JobLifecycle(NodePeers):
             )
             public.cause = owner_cause(exc)  # type: ignore[attr-defined]  # owner only
             raise public from None
+        from ppdm.jobs.registry import PartyContext
+
         return PartyContext(name=self.name, settings=raw, base_dir=self.settings.base_dir)
 
     def _check_request(
@@ -131,6 +135,8 @@ class JobLifecycle(NodePeers):
         timeout = request.timeout_s or self.settings.job_timeout_s
         if not 0 < timeout <= MAX_TIMEOUT_S:
             raise ConfigError(f"job timeout must be in (0, {MAX_TIMEOUT_S:g}] s")
+        from ppdm.jobs.registry import get_job
+
         spec = get_job(request.protocol)
         try:
             given = from_struct(request.params, "job parameters")
@@ -263,6 +269,8 @@ class JobLifecycle(NodePeers):
                 job_id=request.job_id[:128],
             )
             raise
+        from ppdm.jobs.registry import get_job  # imported by _check_request already
+
         job_id = request.job_id
         with self._cond:
             known = job_id in self._jobs or job_id in self._endpoints
@@ -598,6 +606,8 @@ class JobLifecycle(NodePeers):
             self._run_job_logged(job)
 
     def _run_job_logged(self, job: Job) -> None:
+        from ppdm.jobs.registry import get_job
+
         spec = get_job(job.protocol)
         if job.endpoint is None or job.links is None:
             raise RuntimeError(f"job {job.job_id!r} was started without its endpoint")

@@ -201,15 +201,17 @@ class PartyNode(JobLifecycle):
         if self._state_lock is None:
             self._state_lock = StateLock(ledger_path(self.settings).parent, self.name)
             self._recover()
-        from ppdm.sources.config import parse_data_table
+        data = self.settings.raw.get("data", {})
+        if not isinstance(data, dict) or data:  # no entries: nothing to check (nor import)
+            from ppdm.sources.config import parse_data_table
 
-        # The [data] entries' form (kinds, paths, credentials' places) is checked now; the
-        # files and databases themselves are read afresh by each job.
-        parse_data_table(
-            self.settings.raw.get("data", {}),
-            base_dir=self.settings.base_dir,
-            where=f"{self.settings.path or 'settings'}: [data]",
-        )
+            # The [data] entries' form (kinds, paths, credentials' places) is checked now;
+            # the files and databases themselves are read afresh by each job.
+            parse_data_table(
+                data,
+                base_dir=self.settings.base_dir,
+                where=f"{self.settings.path or 'settings'}: [data]",
+            )
         compute = self.settings.raw.get("compute")
         if compute is not None:  # none: the embedded engine, nothing to check (nor import)
             from ppdm.compute import parse_compute_table

@@ -22,14 +22,12 @@ public names are importable from here.
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ppdm.errors import ConfigError
-from ppdm.jobs.registry import PartyContext
 from ppdm.service.input_versions import _source_entry, input_identity, input_version
 from ppdm.service.statement import (
     AUDIT_KINDS,
@@ -38,6 +36,9 @@ from ppdm.service.statement import (
     Output,
     incomplete_statement,
 )
+
+if TYPE_CHECKING:  # the job registry is imported by a node's first job, not its start
+    from ppdm.jobs.registry import PartyContext
 
 __all__ = [
     "AUDIT_KINDS",
@@ -89,8 +90,8 @@ _AT_LEAST = {
 }
 
 
-DisclosureFn = Callable[[Mapping[str, Any], Sequence[str], str, PartyContext], Disclosure]
-PrecheckFn = Callable[[Mapping[str, Any], Sequence[str], str, PartyContext], None]
+DisclosureFn = Callable[[Mapping[str, Any], Sequence[str], str, "PartyContext"], Disclosure]
+PrecheckFn = Callable[[Mapping[str, Any], Sequence[str], str, "PartyContext"], None]
 
 
 @dataclass(frozen=True)
@@ -476,6 +477,8 @@ def _read_header(ctx: PartyContext, key: str, sep: str) -> list[str]:
     path = ctx.data_path(key)
     if not path.is_file():  # the node refuses with a fixed reason; this is for its owner
         raise ConfigError(f"the job's data file is missing at this party ([data] {key}: {path})")
+    import csv  # here: a node starts without it (issue 25)
+
     with path.open(newline="", encoding="utf-8", errors="replace") as f:
         row = next(
             csv.reader(f, delimiter=sep if isinstance(sep, str) and len(sep) == 1 else ","), []
