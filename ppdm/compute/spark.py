@@ -90,6 +90,12 @@ DEFAULT_CONF: dict[str, str] = {
 }
 
 
+#: Rows of a source per partition of a counting or k-means scan (unless the node's
+#: ``partitions`` setting fixes the number): a partition of 4M rows of (id, item) sorts
+#: in some hundred MB of an executor's heap.
+ROWS_PER_PARTITION = 4_000_000
+
+
 def _spark_errors() -> tuple[type[BaseException], ...]:
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
@@ -280,13 +286,22 @@ class SparkEngine(ComputeEngine):
             raise guard.reason
         return out
 
-    def partitions(self) -> int:
-        """Partitions of a counting or k-means scan."""
+    def partitions(self, df: Any = None) -> int:
+        """Partitions of a counting or k-means scan: the ``partitions`` setting, else
+        Spark's parallelism, raised for a DataFrame ``df`` to one partition per
+        :data:`ROWS_PER_PARTITION` of its rows. Each partition is shuffled, sorted and
+        streamed through a Python worker on its own, so its size -- not the data's --
+        is what an executor's memory must hold (at 2 partitions of 500 million rows
+        each, a 1 GiB heap ran out while sorting)."""
         if self.settings.partitions is not None:
             return self.settings.partitions
-        return self.run(
+        base = self.run(
             "starting", lambda: max(1, int(self.session().sparkContext.defaultParallelism))
         )
+        if df is None:
+            return base
+        rows = int(self.run("counting the rows", df.count))  # Parquet: from the footers
+        return max(base, -(-rows // ROWS_PER_PARTITION))
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -512,10 +527,11 @@ class SparkCounter:
         self.scans = 0
         t, i = spec.transaction_column, spec.item_column
         self._df = engine.frame(spec, [t, i])
+        self._partitions = engine.partitions(self._df)
 
         def level1() -> list[Any]:
             rows = (
-                self._df.repartition(engine.partitions(), col(t))
+                self._df.repartition(self._partitions, col(t))
                 .sortWithinPartitions(col(t))
                 .mapInPandas(_items_kernel(t, i, self.chunk_rows), KERNEL_SCHEMA)
                 .collect()
@@ -579,7 +595,7 @@ class SparkCounter:
         def job() -> list[Any]:
             sub = (
                 self.candidate_rows(needed)
-                .repartition(engine.partitions(), col(t))
+                .repartition(self._partitions, col(t))
                 .sortWithinPartitions(col(t))
             )
             kernel = _count_kernel(t, i, wanted, pairs, self.chunk_rows)

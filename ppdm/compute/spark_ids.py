@@ -67,6 +67,7 @@ class SparkIdSet:
         self._spec = spec
         self.where = spec.describe()
         df = engine.frame(spec, [id_column])
+        partitions = engine.partitions(df)  # by the source's rows (the distinct ids' bound)
         if distinct:
             df = df.distinct()
         kind = _ID_KINDS.get(dict(df.dtypes)[id_column])
@@ -77,7 +78,7 @@ class SparkIdSet:
             )
         self.kind = kind
         self._column = id_column
-        self._df = df.repartitionByRange(engine.partitions(), col(id_column)).sortWithinPartitions(
+        self._df = df.repartitionByRange(partitions, col(id_column)).sortWithinPartitions(
             col(id_column)
         )
 

@@ -87,9 +87,9 @@ class SparkRecords:
         self.id_column = id_column
         df = engine.frame(spec, [id_column, *columns])
         df = df.select(col(id_column), *[col(c).cast("double").alias(c) for c in columns])
-        self._df = df.repartitionByRange(engine.partitions(), col(id_column)).sortWithinPartitions(
-            col(id_column)
-        )
+        self._df = df.repartitionByRange(
+            engine.partitions(df), col(id_column)
+        ).sortWithinPartitions(col(id_column))
         self.scans = 0
         d = len(columns)
 

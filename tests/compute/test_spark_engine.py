@@ -396,3 +396,35 @@ def test_the_sessions_jvm_ignores_sigint_in_the_callers_process_group(spark):
     ignored = int(next(x for x in status.splitlines() if x.startswith("SigIgn:")).split()[1], 16)
     assert ignored & (1 << (signal.SIGINT - 1))
     assert os.getpgid(proc.pid) == os.getpgrp()
+
+
+@pytest.mark.timeout(900)
+def test_partitions_grow_with_the_rows_and_the_counts_do_not_change(spark, tmp_path, monkeypatch):
+    """A scan has one partition per ``ROWS_PER_PARTITION`` rows of its source (at least
+    Spark's parallelism), so a partition -- what one executor sorts and streams through
+    its Python worker -- stays bounded as the data grow; the counts and the id blocks are
+    the same at any number of partitions."""
+    import ppdm.compute.spark as spark_module
+    from ppdm.protocols.psi.ids import IdSet
+
+    spec = parse_data_entry(
+        "tx", {"kind": "parquet", "path": str(_baskets(tmp_path, 9))}, base_dir=tmp_path
+    )
+    rows = len(pd.read_parquet(spec.path))
+    db = EmbeddedEngine().transactions(spec)
+    labels = db.items.tolist()
+    pairs = [(a, b) for i, a in enumerate(labels) for b in labels[i + 1 :]]
+    monkeypatch.setattr(spark_module, "ROWS_PER_PARTITION", 97)
+    counter = spark.local_counter(spec)
+    assert counter._partitions == -(-rows // 97) > 2
+    assert counter.item_counts().tolist() == db.item_counts().tolist()
+    assert counter.count(pairs).tolist() == support_counts(db, pairs).tolist()
+    ids = list(range(1000, 1600, 3))
+    id_spec = parse_data_entry(
+        "r",
+        {"kind": "parquet", "path": str(_ids_parquet(tmp_path, "p", ids, 2))},
+        base_dir=tmp_path,
+    )
+    encoded = spark.id_set(id_spec, "rid")
+    assert np.array_equal(encoded.blocks(), IdSet.of(ids).blocks())
+    assert encoded.common(np.array([0, 199, 57]))[0] == [1000, 1171, 1597]
