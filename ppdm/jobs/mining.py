@@ -451,6 +451,7 @@ def _vertical_assoc(
         max_shared_candidates=opts["max_shared_candidates"],
         min_aggregate=opts["min_aggregate"],
         method=opts["method"],
+        max_paillier_encryptions=opts["max_paillier_encryptions"],
         multiparty=opts["multiparty"],
         max_len=opts["max_len"],
         progress=ctx.progress,

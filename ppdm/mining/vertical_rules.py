@@ -99,7 +99,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from ppdm.errors import ProtocolError
+from ppdm.errors import ConfigError, ProtocolError
 from ppdm.mining.assoc_common import AssocResult, native_label
 from ppdm.mining.itemsets import (
     TransactionDB,
@@ -194,6 +194,7 @@ def vertical_association_rules(
     multiparty: Literal["gmw", "intersection"] = "gmw",
     max_len: int | None = None,
     paillier_key_bits: int = 2048,
+    max_paillier_encryptions: int = 1_000_000,
     progress: Progress | None = None,
 ) -> VerticalAssocResult:
     """Frequent itemsets (with support counts) and rules of the vertically partitioned
@@ -206,7 +207,11 @@ def vertical_association_rules(
     ``"dp"`` (every shared count opened with noise; ``epsilon`` per party and job, split
     evenly over at most ``max_shared_candidates`` noisy counts). ``min_aggregate``: the
     smallest count that makes an itemset frequent, whatever ``min_support`` says.
-    ``method`` and ``multiparty`` choose the protocols. Every party must pass the same
+    ``method`` and ``multiparty`` choose the protocols. With ``method="paillier"`` a
+    two-owner group encrypts one cover of ``n`` transactions per distinct part of its
+    first owner; a level that would take the job past ``max_paillier_encryptions``
+    encryptions is refused before it starts (:class:`~ppdm.errors.ConfigError` at every
+    party, naming the count: the parts are public). Every party must pass the same
     values (checked: :class:`~ppdm.errors.ProtocolError` otherwise)."""
     if method not in ("ot", "gilboa", "paillier"):
         raise ValueError(f"unknown method {method!r}")
@@ -229,6 +234,12 @@ def vertical_association_rules(
         if not isinstance(epsilon, int | float) or not np.isfinite(epsilon) or epsilon <= 0:
             raise ValueError("epsilon must be a positive finite number")
         scale = Fraction(max_shared_candidates) / as_fraction(epsilon)
+    if (
+        isinstance(max_paillier_encryptions, bool)
+        or not isinstance(max_paillier_encryptions, int)
+        or max_paillier_encryptions < 0
+    ):
+        raise ValueError("max_paillier_encryptions must be a non-negative integer")
     min_count(min_support, 1)
     if multiparty == "intersection" and len(net.parties) > 2:
         raise ValueError(
@@ -251,6 +262,7 @@ def vertical_association_rules(
             repr(float(min_support)),
             -1 if max_len is None else int(max_len),
             method,
+            max_paillier_encryptions if method == "paillier" else 0,
         ],
     )
     own_items = [native_label(x) for x in db.items]
@@ -264,6 +276,7 @@ def vertical_association_rules(
     levels: list[dict[str, Any]] = []
     prev: list[tuple] = []
     refused: int | None = None
+    encryptions = 0  # Paillier encryptions of covers so far (method="paillier")
     k = 1
     prog.start("association levels", max_len)
     while max_len is None or k <= max_len:
@@ -281,6 +294,18 @@ def vertical_association_rules(
         if guard.scale is not None and guard.used + shared_cands > guard.budget:
             refused = k  # opening these counts would exceed the privacy budget
             break
+        if method == "paillier":
+            encryptions += _paillier_encryptions(groups, owner, n)
+            if encryptions > max_paillier_encryptions:
+                raise ConfigError(
+                    f"method=paillier: counting level {k} would take the job to "
+                    f"{encryptions:,} Paillier encryptions (one per transaction for each "
+                    "distinct part of a pair's first owner), past "
+                    f"max_paillier_encryptions={max_paillier_encryptions:,} (about "
+                    f"{encryptions / PAILLIER_RATE / 60:,.1f} CPU-minutes at "
+                    f"{PAILLIER_RATE:,} encryptions per CPU second): use method=ot, or "
+                    "raise the limit"
+                )
         level_counts: dict[tuple, int] = {}
         payload = 0
         for gi, (owners, cands) in enumerate(sorted(groups.items())):
@@ -600,6 +625,24 @@ def _pair_ot(
         )
         out.append(np.asarray(got, dtype=np.uint64).reshape(-1))
     return np.concatenate(out) if out else np.zeros(0, dtype=np.uint64)
+
+
+#: Paillier encryptions per CPU second of one process at the default 2048-bit key, about
+#: what ``python benchmarks/paillier.py`` measures (for the estimate in the refusal).
+PAILLIER_RATE = 2_000
+
+
+def _paillier_encryptions(
+    groups: dict[tuple[str, ...], list[tuple]], owner: dict[Any, str], n: int
+) -> int:
+    """Encryptions ``method="paillier"`` spends on a level: ``n`` per distinct part of
+    the first owner of every two-owner group (groups of more owners use GMW)."""
+    total = 0
+    for owners, cands in groups.items():
+        if len(owners) == 2:
+            parts = {tuple(x for x in c if owner[x] == owners[0]) for c in cands}
+            total += len(parts) * n
+    return total
 
 
 def _paillier_key(

@@ -197,6 +197,43 @@ def test_paillier_path_gives_exact_shares(fimi_dir: Path) -> None:
     assert spans(got, 2) > 0
 
 
+def test_paillier_past_its_encryption_limit_is_refused_naming_the_cost(fimi_dir: Path) -> None:
+    """``method="paillier"`` encrypts one cover of ``n`` transactions per distinct part
+    of a pair's first owner; a level that would take the job past
+    ``max_paillier_encryptions`` is refused at every party before it starts, with the
+    count (public: the parts follow from the public candidates), not left to run for
+    hours. Level 1 needs no encryption (one owner per candidate); level 2 needs one
+    encrypted cover per frequent item of the first owner that pairs with the other's."""
+    from ppdm.errors import ConfigError
+
+    small = _sample(fimi_dir, "mushroom.dat", 40, 13)
+    full = run(small, 2, 14, 0.6, 0.8, method="paillier")
+    ones = sorted(next(iter(s)) for s in full.itemsets if len(s) == 1)
+    items = sorted({x for t in small for x in t})
+    order = np.random.default_rng(14).permutation(len(items))
+    first = {items[i] for i in np.array_split(order, 2)[0]}
+    mine, theirs = [x for x in ones if x in first], [x for x in ones if x not in first]
+    level2 = len(mine) * len(small) if theirs else 0  # one cover per frequent item of mine
+    assert level2 > 0
+    with pytest.raises(ConfigError, match=f"level 2 would take the job to {level2:,} Pai"):
+        run(small, 2, 14, 0.6, 0.8, method="paillier", max_paillier_encryptions=0)
+    limit, reported = level2, []
+    for _ in range(10):  # raise the limit to each refusal's count until the job passes
+        try:
+            got = run(small, 2, 14, 0.6, 0.8, method="paillier", max_paillier_encryptions=limit)
+            break
+        except ConfigError as exc:
+            count = int(str(exc).split(" to ")[1].split(" Paillier")[0].replace(",", ""))
+            assert count > limit  # cumulative over the levels
+            reported.append(count)
+            limit = count
+    else:
+        raise AssertionError("the limit never sufficed")
+    assert got.itemsets == full.itemsets
+    with pytest.raises(ConfigError, match="past max_paillier_encryptions"):
+        run(small, 2, 14, 0.6, 0.8, method="paillier", max_paillier_encryptions=limit - 1)
+
+
 def test_unknown_options_refused() -> None:
     db = from_transactions([[1], [2]])
     with pytest.raises(ValueError, match="method"):
