@@ -539,7 +539,7 @@ def assoc_rows(report: Report, fimi: Path, tmp: Path, quick: bool, bed: Any) -> 
             "s",
             base_s,
             base_name,
-            "",
+            "<= 100x (issue 25, at 30 %)",
             higher_is_better=False,
         )
     )
