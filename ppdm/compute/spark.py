@@ -63,7 +63,7 @@ from ppdm.compute.spark_common import KERNEL_SCHEMA, col, pack, partition_id, un
 from ppdm.compute.spark_guard import JobGuard
 from ppdm.errors import ConfigError, PPDMError, SourceError
 from ppdm.mining.itemsets import TransactionDB, support_counts
-from ppdm.sources.base import long_to_database
+from ppdm.sources.base import frame_labels, long_frame_to_database
 from ppdm.sources.config import SourceSpec, resolve_password
 from ppdm.sources.counting import (
     DEFAULT_CHUNK_ROWS,
@@ -308,18 +308,7 @@ class SparkEngine(ComputeEngine):
     def reads(self, spec: SourceSpec) -> bool:
         """Whether Spark reads this entry itself (Parquet, catalog tables, JDBC); FIMI
         and CSV files are read like the embedded engine reads them."""
-        if spec.kind in ("parquet", "sql", "spark-table"):
-            return True
-        path = spec.file_path
-        return (
-            path.is_dir()
-            or spec.format == "parquet"
-            or path.suffix.lower()
-            in (
-                ".parquet",
-                ".pq",
-            )
-        )
+        return spec.is_table
 
     def frame(self, spec: SourceSpec, columns: Sequence[str] | None = None) -> Any:
         """The entry as a Spark DataFrame, only ``columns`` when given (a missing column
@@ -385,16 +374,9 @@ class SparkEngine(ComputeEngine):
     def transactions(self, spec: SourceSpec, *, fmt: str = "auto", sep: str = ",") -> TransactionDB:
         if not self.reads(spec):
             return self._embedded.transactions(spec, fmt=fmt, sep=sep)
-        t, i = spec.transaction_column, spec.item_column
-        df = self.frame(spec, [t, i])
+        df = self.frame(spec, [spec.transaction_column, spec.item_column])
         pdf = self.run(f"reading {spec.describe()}", df.toPandas)
-        items = pdf[i]
-        valid = items.notna().to_numpy()
-        fill = items[valid].iloc[0] if valid.any() else 0
-        labels = items.to_numpy() if valid.all() else items.where(valid, fill).to_numpy()
-        if pdf[t].isna().any():
-            raise ConfigError(f"{spec.describe()}: the transaction id column has empty values")
-        return long_to_database(pdf[t].to_numpy(), labels, None if valid.all() else valid)
+        return long_frame_to_database(pdf, spec)[1]
 
     def local_counter(self, spec: SourceSpec, *, fmt: str = "auto", sep: str = ",") -> Any:
         if not self.reads(spec):
@@ -483,14 +465,8 @@ def _items_kernel(t: str, i: str, chunk_rows: int) -> Callable[[Iterator[Any]], 
                 if pdf[t].isna().any():
                     bad = True
                     return
-                items = pdf[i]
-                valid = items.notna().to_numpy()
-                if valid.all():
-                    yield pdf[t].to_numpy(), label_array(items.to_numpy()), None
-                else:
-                    fill = items[valid].iloc[0] if valid.any() else 0
-                    labels = label_array(items.where(valid, fill).to_numpy())
-                    yield pdf[t].to_numpy(), labels, valid
+                labels, valid = frame_labels(pdf[i])
+                yield pdf[t].to_numpy(), label_array(labels), valid
 
         n = 0
         labels: list[np.ndarray] = []

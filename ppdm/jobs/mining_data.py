@@ -233,22 +233,34 @@ def read_party_records(
     engine = party_engine(ctx)
     spec = _party_spec(ctx, key)
     available = engine.column_names(spec, sep=sep)
-    if columns is None:
-        wanted = [c for c in available if c != id_column]
-    else:
-        wanted = [c for c in columns if c in available or require_all]
+    wanted = _wanted_columns(available, id_column, columns, require_all=require_all)
     has_id = id_column is not None and id_column in available
     if stream_ok and id_column is not None and has_id:
         names = [c for c in wanted if c != id_column]
         local = engine.local_records(spec, names, id_column, sep=sep)
         if local is not None:
             return Records(local.ids, names, local)  # the source stays open
-    if has_id:
+    if has_id and id_column is not None:
         wanted = [id_column, *[c for c in wanted if c != id_column]]
     df = engine.read_frame(spec, wanted, sep=sep)
     return records_from_frame(
         df, spec.describe(), id_column=id_column, columns=columns, require_all=require_all
     )
+
+
+def _wanted_columns(
+    available: Sequence[str],
+    id_column: str | None,
+    columns: Sequence[str] | None,
+    *,
+    require_all: bool,
+) -> list[str]:
+    """The attribute columns to read: ``columns`` (those the table has unless
+    ``require_all``: a missing one is then named by :func:`records_from_frame`), or every
+    column but the id."""
+    if columns is None:
+        return [c for c in available if c != id_column]
+    return [c for c in columns if c in available or require_all]
 
 
 def records_from_frame(
@@ -514,16 +526,14 @@ def alignable_records(
             ctx, key, sep=sep, id_column=id_column, columns=columns, require_all=False
         )
         ids = records.ids
-        assert ids is not None  # the id column is there
+        if ids is None:  # (the column was there when the names were read)
+            raise _changed(where)
 
         def subset(common: Any) -> Records:
             return Records(ids[common.rows], records.columns, records.x[common.rows])
 
         return Alignable(ids, len(ids), subset)
-    if columns is None:
-        wanted = [c for c in available if c != id_column]
-    else:
-        wanted = [c for c in columns if c in available and c != id_column]
+    wanted = _wanted_columns(available, id_column, columns, require_all=False)
 
     def read_common(common: Any) -> Records:
         frame = encoded.rows_of(common.ids, wanted)
@@ -535,35 +545,6 @@ def alignable_records(
         return got
 
     return Alignable(encoded, len(encoded), read_common)
-
-
-def _reads_long_layout(spec: Any) -> bool:
-    """Whether a ``[data]`` entry holds transactions in the long layout (a transaction
-    id column and an item column: Parquet, SQL, Spark tables) rather than a text file
-    whose lines start with the transaction id."""
-    if spec.kind != "file":
-        return True
-    path = spec.file_path
-    return path.is_dir() or spec.format == "parquet" or path.suffix.lower() in (".parquet", ".pq")
-
-
-def _long_id_transactions(frame: Any, spec: Any) -> tuple[np.ndarray, TransactionDB]:
-    """The distinct transaction ids (ascending) of a long-layout frame and the database
-    of their transactions in that order (a row whose item is empty: a transaction
-    without items)."""
-    from ppdm.sources.base import long_to_database
-    from ppdm.sources.counting import sorted_unique
-
-    t, i = spec.transaction_column, spec.item_column
-    if frame[t].isna().any():
-        raise ConfigError(f"{spec.describe()}: the transaction id column has empty values")
-    tids = frame[t].to_numpy()
-    items = frame[i]
-    valid = items.notna().to_numpy()
-    fill = items[valid].iloc[0] if valid.any() else 0
-    labels = items.to_numpy() if valid.all() else items.where(valid, fill).to_numpy()
-    db = long_to_database(tids, labels, None if valid.all() else valid)
-    return sorted_unique(tids), db
 
 
 def _common_transactions(db: TransactionDB, rows: np.ndarray) -> TransactionDB:
@@ -586,19 +567,21 @@ def alignable_transactions(ctx: PartyContext, key: str, *, fmt: str, sep: str) -
     engine = party_engine(ctx)
     spec = _party_spec(ctx, key)
     where = spec.describe()
-    if not _reads_long_layout(spec):
+    if not spec.is_table:
         ids, db = read_id_transactions(spec.file_path, fmt=spec.format or fmt, sep=spec.sep or sep)
         return Alignable(ids, len(ids), lambda common: _common_transactions(db, common.rows))
+    from ppdm.sources.base import long_frame_to_database
+
     t, i = spec.transaction_column, spec.item_column
     encoded = engine.id_set(spec, t, distinct=True)
     if encoded is None:
-        tids, db = _long_id_transactions(engine.read_frame(spec, [t, i], sep=sep), spec)
+        tids, db = long_frame_to_database(engine.read_frame(spec, [t, i], sep=sep), spec)
         return Alignable(
             tids.tolist(), len(tids), lambda common: _common_transactions(db, common.rows)
         )
 
     def read_common(common: Any) -> TransactionDB:
-        tids, db = _long_id_transactions(encoded.rows_of(common.ids, [i]), spec)
+        tids, db = long_frame_to_database(encoded.rows_of(common.ids, [i]), spec)
         if tids.tolist() != list(common.ids):
             raise _changed(where)
         return db

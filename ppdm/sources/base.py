@@ -40,7 +40,14 @@ from ppdm.sources.counting import (
 from ppdm.sources.limits import current_read_timeout
 from ppdm.sources.records import RecordBatch, StreamedRecords
 
-__all__ = ["MEMORY_ROWS", "DataSource", "long_to_database"]
+__all__ = [
+    "MEMORY_ROWS",
+    "DataSource",
+    "frame_labels",
+    "long_frame_to_database",
+    "long_to_database",
+    "long_to_database_with_ids",
+]
 
 #: Below this many rows (item occurrences) ``engine = "auto"`` keeps the in-memory path.
 MEMORY_ROWS = 8_000_000
@@ -51,8 +58,17 @@ def long_to_database(
 ) -> TransactionDB:
     """A database from long-layout arrays in any order: the transactions are the
     distinct ids in ascending order."""
+    return long_to_database_with_ids(tids, items, valid)[1]
+
+
+def long_to_database_with_ids(
+    tids: np.ndarray, items: np.ndarray, valid: np.ndarray | None
+) -> tuple[np.ndarray, TransactionDB]:
+    """:func:`long_to_database` and the distinct ids (ascending): row ``r`` of the
+    database is transaction ``ids[r]``."""
     if len(tids) == 0:
-        return from_row_labels(0, np.zeros(0, np.int64), np.zeros(0, np.int64))
+        empty = from_row_labels(0, np.zeros(0, np.int64), np.zeros(0, np.int64))
+        return np.asarray(tids), empty
     try:
         tids = np.asarray(tids)
         ids = sorted_unique(tids)
@@ -62,7 +78,29 @@ def long_to_database(
     labels = label_array(items)
     if valid is not None:
         row, labels = row[valid], labels[valid]
-    return database_from_rows(len(ids), row, labels)
+    return ids, database_from_rows(len(ids), row, labels)
+
+
+def frame_labels(items: Any) -> tuple[np.ndarray, np.ndarray | None]:
+    """The item labels of a pandas column of a long layout and where an item is present
+    (``None``: everywhere); an empty item marks a transaction without items, and gets a
+    label of the column's own type that ``valid`` drops."""
+    valid = items.notna().to_numpy()
+    if valid.all():
+        return items.to_numpy(), None
+    fill = items[valid].iloc[0] if valid.any() else 0
+    return items.where(valid, fill).to_numpy(), valid
+
+
+def long_frame_to_database(frame: Any, spec: SourceSpec) -> tuple[np.ndarray, TransactionDB]:
+    """The distinct transaction ids (ascending) of a pandas frame of ``spec``'s
+    transaction and item columns, and the database of their transactions in that order
+    (:func:`long_to_database_with_ids`); an empty id is a :class:`ConfigError`."""
+    tids = frame[spec.transaction_column]
+    if tids.isna().any():
+        raise ConfigError(f"{spec.describe()}: the transaction id column has empty values")
+    labels, valid = frame_labels(frame[spec.item_column])
+    return long_to_database_with_ids(tids.to_numpy(), labels, valid)
 
 
 class DataSource(ABC):

@@ -118,6 +118,18 @@ class SourceSpec:
         scheme = urlsplit(self.url or "").scheme.lower()
         return "postgresql" if scheme == "postgres" else scheme
 
+    @property
+    def is_table(self) -> bool:
+        """Whether the entry is a table (Parquet, SQL, a Spark catalog table, or a file
+        entry that is a Parquet dataset) rather than a text file (FIMI, baskets, CSV):
+        transactions in it are in the long layout, one row per transaction and item."""
+        if self.kind != "file":
+            return True
+        path = self.file_path
+        return (
+            path.is_dir() or self.format == "parquet" or path.suffix.lower() in (".parquet", ".pq")
+        )
+
     def describe(self) -> str:
         """What errors and logs may show: the kind and place, never a credential."""
         if self.kind == "sql":

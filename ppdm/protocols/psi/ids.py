@@ -108,7 +108,7 @@ class IdSet:
         if kind == "bytes":
             values = [bytes(v) for v in values]
         out = cls(kind, values)
-        own = out.blocks()
+        own = out._cached_blocks()
         # Short ids are their blocks: distinct 64-bit keys of the blocks prove them
         # distinct without a set of a million Python objects (equal keys: the set).
         proven = out._cache["all_short"] and out._block_keys(own)[1] is not None
@@ -127,15 +127,19 @@ class IdSet:
 
     def blocks(self) -> np.ndarray:
         """``(n, 16)`` uint8 blocks, last byte zero (computed once per set)."""
+        return self._cached_blocks().copy()
+
+    def _cached_blocks(self) -> np.ndarray:
+        """The cached blocks themselves (read-only use inside this class: no copy)."""
         cached = self._cache.get("blocks")
         if cached is None:
             cached, short = _blocks(self.kind, self.values, self.array)
             self._cache["blocks"], self._cache["all_short"] = cached, np.array(short)
-        return cached.copy()
+        return cached
 
     def item_bytes(self) -> list[bytes]:
         """One byte string per id, injective across kinds (for the EC path)."""
-        return [bytes(b[:15]) for b in self.blocks()]
+        return [bytes(b[:15]) for b in self._cached_blocks()]
 
     def sorted(self, values: Sequence[Any]) -> list[Any]:
         """``values`` (ids of this kind) in the common order."""
@@ -152,7 +156,7 @@ class IdSet:
             return self.array[picked].tolist(), picked
         if not len(rows):
             return [], rows
-        blocks = self.blocks()
+        blocks = self._cached_blocks()
         if self._cache["all_short"]:
             # Every id is short, so its block is its bytes zero-padded, then the length:
             # the blocks' byte order (two big-endian words) is the ids' own order
@@ -187,7 +191,7 @@ class IdSet:
             issubclass(t, _TYPES[self.kind]) for t in set(map(type, want))
         ):
             return None
-        own = self.blocks()
+        own = self._cached_blocks()
         keys, ranks = self._block_keys(own) if self._cache["all_short"] else (own, None)
         if ranks is None:
             # long ids would be hashed again (or two of this set's blocks share a key):
