@@ -4,6 +4,7 @@ and the OT jobs between real party processes."""
 
 from __future__ import annotations
 
+import os
 import secrets
 
 import numpy as np
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 from ppdm.errors import ProtocolError
 from ppdm.parties.local import simulate
+from ppdm.protocols.ot import bits
 from ppdm.protocols.ot.base import STEP_A
 from ppdm.protocols.ot.bits import pack, transpose_bits, unpack
 from ppdm.protocols.ot.crhash import (
@@ -64,13 +66,52 @@ def with_chunk(chunk):
 # Building blocks ------------------------------------------------------------------------
 
 
-@given(st.integers(1, 2), st.integers(1, 6), st.integers(0, 2**32))
+@given(st.integers(1, 10), st.integers(1, 20), st.integers(0, 2**32))
 def test_transpose_matches_reference(row_blocks, col_words, seed):
+    """Both transposes (the compiled one when built, and numpy's) against unpack-T-pack,
+    over shapes that cross the compiled one's tiles (512 rows, 64 bytes)."""
     rng = np.random.default_rng(seed)
     m = rng.integers(0, 256, (64 * row_blocks, 8 * col_words), dtype=np.uint8)
     ref = pack(unpack(m, 64 * col_words).T)
-    assert np.array_equal(transpose_bits(m), ref)
-    assert np.array_equal(transpose_bits(transpose_bits(m)), m)
+    for compiled in [False, True] if bits.COMPILED else [False]:
+        assert np.array_equal(transpose_bits(m, compiled=compiled), ref)
+        assert np.array_equal(transpose_bits(transpose_bits(m, compiled=compiled)), m)
+    # A strided view is transposed as its values.
+    wide = rng.integers(0, 256, (64 * row_blocks, 16 * col_words), dtype=np.uint8)
+    view = wide[:, ::2]
+    assert np.array_equal(transpose_bits(view), pack(unpack(view, 64 * col_words).T))
+
+
+def test_compiled_transpose_is_built_in_ci():
+    """CI installs the package with its C extensions (``setup.py``); a build that silently
+    fell back to numpy would hide a broken extension. On a workstation without a compiler
+    the numpy transpose runs instead."""
+    if not bits.COMPILED:
+        if os.environ.get("CI", "").strip().lower() in {"1", "true", "yes", "on"}:
+            pytest.fail("ppdm.protocols.ot._bits is not built under CI=true")
+        pytest.skip("the compiled transpose is not built here")
+    with pytest.raises(ValueError):
+        bits._bits.transpose(b"\0" * 16, 16, 8, bytearray(15))
+
+
+def test_without_the_extension_the_numpy_transpose_runs():
+    """A wheel built without a compiler: the import of the extension fails and OT
+    extension still works (numpy transpose), with the same output."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['ppdm.protocols.ot._bits'] = None\n"
+        "import numpy as np\n"
+        "from ppdm.protocols.ot import bits\n"
+        "assert not bits.COMPILED\n"
+        "m = np.arange(128 * 16, dtype=np.uint64).astype(np.uint8).reshape(128, 16)\n"
+        "assert (bits.transpose_bits(m) == bits.pack(bits.unpack(m, 128).T)).all()\n"
+        "print('numpy transpose ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "numpy transpose ok" in out.stdout
 
 
 def test_transpose_rejects_bad_shapes():
