@@ -3,8 +3,9 @@
  * IKNP (and every extension built like it) turns the 128 PRG-expanded columns of the base
  * OTs into one 128-bit row per OT: a transpose of a 128 x m bit matrix. numpy does it with
  * delta swaps on 64-bit words (ppdm.protocols.ot.bits); this is the same transpose with
- * SSE2's movemask, 16 x 8 bits at a time (the classic "sse_trans" of Mischa Sandberg, as in
- * emp-toolkit), with the GIL released so that two parties in one process (the in-process
+ * SSE2: 16 x 16 bytes transposed in registers by unpacks, then each byte column's bits
+ * collected by movemask (the "sse_trans" idea of Mischa Sandberg, as in emp-toolkit, on
+ * whole 16-byte rows), with the GIL released so that two parties in one process (the in-process
  * network) transpose at the same time.
  *
  * Bit order (as everywhere in the OT package): little-endian within bytes, bit i of a row
@@ -28,6 +29,35 @@
  * thrashes the cache sets; each copied row is one cache line read whole. */
 enum { TILE_ROWS = 512, TILE_BYTES = 64 };
 
+#if defined(__SSE2__)
+/* A 16 x 16 byte transpose in registers: out[j] holds byte j of in[0..15] (four rounds of
+ * unpacks: 8-, 16-, 32- and 64-bit lanes). */
+static inline void transpose_bytes16(const __m128i in[16], __m128i out[16])
+{
+    __m128i a[16], b[16], c[16];
+    for (int i = 0; i < 8; i++) { /* a[h * 8 + i]: rows 2i, 2i + 1; columns 8h .. 8h + 7 */
+        a[i] = _mm_unpacklo_epi8(in[2 * i], in[2 * i + 1]);
+        a[i + 8] = _mm_unpackhi_epi8(in[2 * i], in[2 * i + 1]);
+    }
+    for (int h = 0; h < 2; h++) { /* b[q * 4 + i]: rows 4i .. 4i + 3; columns 4q .. 4q + 3 */
+        for (int i = 0; i < 4; i++) {
+            b[h * 8 + i] = _mm_unpacklo_epi16(a[h * 8 + 2 * i], a[h * 8 + 2 * i + 1]);
+            b[h * 8 + 4 + i] = _mm_unpackhi_epi16(a[h * 8 + 2 * i], a[h * 8 + 2 * i + 1]);
+        }
+    }
+    for (int q = 0; q < 4; q++) { /* c[e * 2 + i]: rows 8i .. 8i + 7; columns 2e, 2e + 1 */
+        for (int i = 0; i < 2; i++) {
+            c[q * 4 + i] = _mm_unpacklo_epi32(b[q * 4 + 2 * i], b[q * 4 + 2 * i + 1]);
+            c[q * 4 + 2 + i] = _mm_unpackhi_epi32(b[q * 4 + 2 * i], b[q * 4 + 2 * i + 1]);
+        }
+    }
+    for (int e = 0; e < 8; e++) { /* out[j]: rows 0 .. 15; column j */
+        out[2 * e] = _mm_unpacklo_epi64(c[e * 2], c[e * 2 + 1]);
+        out[2 * e + 1] = _mm_unpackhi_epi64(c[e * 2], c[e * 2 + 1]);
+    }
+}
+#endif
+
 static void transpose(uint8_t *out, const uint8_t *in, size_t rows, size_t cols)
 {
     const size_t in_stride = cols / 8, out_stride = rows / 8;
@@ -38,30 +68,43 @@ static void transpose(uint8_t *out, const uint8_t *in, size_t rows, size_t cols)
             const size_t nb = in_stride - b0 < TILE_BYTES ? in_stride - b0 : TILE_BYTES;
             for (size_t i = 0; i < nr; i++)
                 memcpy(tile + i * TILE_BYTES, in + (r0 + i) * in_stride + b0, nb);
+#if defined(__SSE2__)
+            /* 16 rows x 16 bytes at a time (past nb the tile holds stale bytes, never
+             * written out); byte column b0 + j is output rows 8 (b0 + j) .. + 7. */
+            for (size_t j0 = 0; j0 < nb; j0 += 16) {
+                for (size_t r = 0; r < nr; r += 16) {
+                    __m128i rowv[16], colv[16];
+                    for (int i = 0; i < 16; i++)
+                        rowv[i] = _mm_loadu_si128(
+                            (const __m128i *)(tile + (r + (size_t)i) * TILE_BYTES + j0));
+                    transpose_bytes16(rowv, colv);
+                    const size_t nj = nb - j0 < 16 ? nb - j0 : 16;
+                    for (size_t j = 0; j < nj; j++) {
+                        uint8_t *dst = out + (b0 + j0 + j) * 8 * out_stride + (r0 + r) / 8;
+                        __m128i x = colv[j];
+                        /* movemask collects the top bit of every byte: bit 7 first. */
+                        for (int b = 7; b >= 0; b--) {
+                            uint16_t m = (uint16_t)_mm_movemask_epi8(x);
+                            memcpy(dst + (size_t)b * out_stride, &m, 2);
+                            x = _mm_slli_epi64(x, 1);
+                        }
+                    }
+                }
+            }
+#else
             for (size_t j = 0; j < nb; j++) {
-                /* Input byte column b0 + j: output rows 8 (b0 + j) .. + 7. */
                 uint8_t *dst = out + (b0 + j) * 8 * out_stride + r0 / 8;
                 for (size_t r = 0; r < nr; r += 16) {
-                    uint8_t block[16];
-                    for (size_t i = 0; i < 16; i++) block[i] = tile[(r + i) * TILE_BYTES + j];
-#if defined(__SSE2__)
-                    __m128i x = _mm_loadu_si128((const __m128i *)block);
-                    /* movemask collects the top bit of every byte: bit 7 first. */
-                    for (int b = 7; b >= 0; b--) {
-                        uint16_t m = (uint16_t)_mm_movemask_epi8(x);
-                        memcpy(dst + (size_t)b * out_stride + r / 8, &m, 2);
-                        x = _mm_slli_epi64(x, 1);
-                    }
-#else
                     for (int b = 0; b < 8; b++) {
                         unsigned m = 0;
-                        for (int i = 0; i < 16; i++) m |= ((block[i] >> b) & 1u) << i;
+                        for (int i = 0; i < 16; i++)
+                            m |= ((tile[(r + (size_t)i) * TILE_BYTES + j] >> b) & 1u) << i;
                         dst[(size_t)b * out_stride + r / 8] = (uint8_t)(m & 0xFF);
                         dst[(size_t)b * out_stride + r / 8 + 1] = (uint8_t)(m >> 8);
                     }
-#endif
                 }
             }
+#endif
         }
     }
 }

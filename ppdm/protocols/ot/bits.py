@@ -6,8 +6,8 @@ position ``i % 8``. Then a 64-bit little-endian word holds bits ``64w .. 64w + 6
 its bit positions 0..63, which is what makes the word-level transpose below work.
 
 The transpose is compiled when the optional extension ``ppdm.protocols.ot._bits`` is
-built (``_bits.c``: SSE2 movemask, 16 x 8 bits at a time, the GIL released; about 6x the
-numpy version's speed here); otherwise the numpy delta swaps below run, with the same
+built (``_bits.c``: SSE2 unpacks and movemask on 16 x 16-byte blocks, the GIL released;
+2.5-4x the numpy version's speed here, docs/protocols/ot.md); otherwise the numpy delta swaps below run, with the same
 output (``COMPILED`` says which one runs; the tests compare both).
 """
 
