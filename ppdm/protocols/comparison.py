@@ -12,11 +12,14 @@ section 4.1, the millionaires' protocol; Garay, Schoenmakers, Villegas 2007 for 
 tree):
 
 1. Split ``x`` and ``y`` into ``q = ceil(l / m)`` blocks of ``m`` bits (``block_bits``,
-   default 4). For every block a 1-out-of-``2^m`` OT (Naor-Pinkas from ``m`` IKNP
-   random OTs, as :mod:`ppdm.protocols.ot.one_of_n`, the masked 2-bit entries packed
-   four to a byte) gives the parties XOR shares of ``lt_j = [x_j < y_j]`` and
-   ``eq_j = [x_j = y_j]``: the ``x_party`` offers, for every possible ``y_j``, the two
-   bits masked with its own random shares.
+   default 4). For every block a 1-out-of-``2^m`` OT gives the parties XOR shares of
+   ``lt_j = [x_j < y_j]`` and ``eq_j = [x_j = y_j]``: the ``x_party`` offers, for
+   every possible ``y_j``, the two bits masked with its own random shares (entries
+   packed to bytes). For ``m = 4`` (batches of 256 leaves or more, in a session not
+   checked against a malicious receiver) that OT is one KK13 random 1-out-of-16 OT
+   (Kolesnikov and Kumaresan, CRYPTO 2013, as in CrypTFlow2's leaves;
+   :mod:`ppdm.protocols.ot.kk13`: 32 bytes of ``u``); otherwise Naor-Pinkas from ``m``
+   IKNP random OTs (as :mod:`ppdm.protocols.ot.one_of_n`, 16 bytes each).
 2. Combine adjacent blocks (``hi``, ``lo``) up a binary tree:
    ``lt = lt_hi XOR (eq_hi AND lt_lo)``, ``eq = eq_hi AND eq_lo``. The first level
    costs no triple and no round: its two ANDs multiply a function of the ``y_party``'s
@@ -51,19 +54,25 @@ Security (semi-honest, two parties)
 - Bad messages (wrong dtype, shape, point) raise :class:`~ppdm.errors.ProtocolError`.
 
 Cost per ``l``-bit comparison with ``m``-bit blocks (``q = ceil(l/m)`` leaves,
-``q' = ceil(q/2)`` nodes after the first level): ``q`` 1-out-of-``2^m`` OTs (``q * m``
-IKNP OTs, ``16 q m`` bytes of ``u`` plus ``q * 2^m / 2`` bytes of packed 4-bit tables),
-``q' - 1`` tree nodes with a (pair) triple of 2 random OTs (2 x 16 bytes) and 3/8 byte
-per party to open (2/8 at the root); about ``72 q + 32 (q' - 1) = ~0.67 KB`` for
-``l = 32`` (``~0.8 KB`` with a triple per node, ``~1.2 KB`` before the pair triples and
-packed tables).
+``q' = ceil(q/2)`` nodes after the first level): ``q`` 1-out-of-``2^m`` OTs (for
+``m = 4`` one KK13 OT each, 32 bytes of ``u``; otherwise ``m`` IKNP OTs, ``16 m``
+bytes) plus ``q * 2^m / 2`` bytes of packed 4-bit tables, ``q' - 1`` tree nodes with
+a (pair) triple of 2 random OTs (2 x 16 bytes) and 3/8 byte per party to open (2/8 at
+the root); about ``40 q + 32 (q' - 1)``: ``~0.42 KB`` for ``l = 32`` and ``~0.82 KB``
+for the 57-bit comparisons of vertical k-means on digits (measured 823 bytes per
+comparison with its multiplexers, 1,271 with four IKNP OTs a leaf; ``~0.67 KB`` for
+``l = 32`` then, ``~0.8 KB`` with a triple per node, ``~1.2 KB`` before the pair
+triples and packed tables).
 Rounds: 2 messages for the leaf OTs + one random-OT message each way for the triples +
 ``ceil(log2 q) - 1`` AND levels + 1 to reveal. An ``OTSession`` passed in amortizes the
-2 x 128 base OTs.
+2 x 128 IKNP base OTs and KK13's set-up (256 random IKNP OTs, 4 KiB, one round trip
+more, the first time a batch has ``_KK13_MIN_LEAVES`` leaves; smaller batches keep
+Naor-Pinkas).
 """
 
 from __future__ import annotations
 
+import collections
 import functools
 import secrets
 
@@ -82,6 +91,18 @@ STEP_REVEAL = "cmp/reveal"
 STEP_INDEX = "argmin/index"
 STEP_LEAF = "cmp/leaves"
 _LEAF_BATCH = 8 << 20  # bytes of random-OT output per side per leaf batch
+_KK13_BITS = 4  # blocks of this many bits use KK13 1-out-of-16 OTs ...
+#: ... from this many leaves in a batch up: below it the 4 KiB of KK13's set-up (256
+#: random IKNP OTs, once per session) would cost more than its 32 bytes a leaf save.
+_KK13_MIN_LEAVES = 256
+_KK13_WINDOW = 8  # leaf batches whose u the receiver sends before it reads their tables
+
+
+def _use_kk13(session: OTSession, m: int, count: int) -> bool:
+    """Whether ``count`` leaves of ``m`` bits use KK13 (both parties know all three). Not
+    in a session checked against a malicious receiver (KOS15): KK13 here has no such
+    check, so those leaves keep the checked IKNP OTs."""
+    return m == _KK13_BITS and count >= _KK13_MIN_LEAVES and not session.malicious_receiver
 
 
 def _random_bits(n: int) -> np.ndarray:
@@ -260,16 +281,21 @@ def _tree_triples(q: int, n: int) -> tuple[int, int]:
 
 
 def _leaf_send(engine: _BitEngine, packed: np.ndarray, m: int, width: int = 2) -> None:
-    """Sender of the leaves' 1-out-of-``2^m`` OTs of ``width``-bit entries (Naor-Pinkas
-    from ``m`` random OTs, :mod:`ppdm.protocols.ot.one_of_n`): ``packed`` is ``(count,
-    L)`` tables of ``2^m`` entries packed ``8 / width`` to a byte (:func:`_pack_entries`;
-    ``width`` is 2 or 4).
+    """Sender of the leaves' 1-out-of-``2^m`` OTs of ``width``-bit entries: ``packed`` is
+    ``(count, L)`` tables of ``2^m`` entries packed ``8 / width`` to a byte
+    (:func:`_pack_entries`; ``width`` is 2 or 4).
 
-    Entry ``J`` is masked with the ``J``-th ``width``-bit piece of random-OT output
-    ``J_j`` of every OT ``j``; on packed bytes that is, per OT, its output 0 with the
-    lanes of the entries whose bit ``j`` is set taken from its output 1
-    (:func:`_lane_masks`), computed on the widest words that divide ``L``."""
+    For ``m = 4`` (the default blocks) and at least ``_KK13_MIN_LEAVES`` tables, one
+    KK13 OT per table (:func:`_kk13_leaf_send`). Otherwise Naor-Pinkas from ``m`` IKNP
+    random OTs (:mod:`ppdm.protocols.ot.one_of_n`, 16 bytes of ``u`` each): entry ``J``
+    is masked with the ``J``-th ``width``-bit piece of random-OT output ``J_j`` of every
+    OT ``j``; on packed bytes that is, per OT, its output 0 with the lanes of the
+    entries whose bit ``j`` is set taken from its output 1 (:func:`_lane_masks`),
+    computed on the widest words that divide ``L``."""
     count, length = packed.shape
+    if _use_kk13(engine.session, m, count):
+        _kk13_leaf_send(engine, packed, width)
+        return
     word = next(
         t for t in (np.uint64, np.uint32, np.uint16, np.uint8) if length % t().itemsize == 0
     )
@@ -291,6 +317,8 @@ def _leaf_receive(engine: _BitEngine, choices: np.ndarray, m: int, width: int = 
     """Receiver of :func:`_leaf_send`: the chosen ``width``-bit entries, ``(count,)``
     uint8."""
     count = len(choices)
+    if _use_kk13(engine.session, m, count):
+        return _kk13_leaf_receive(engine, choices, width)
     size = 1 << m
     length = (width * size + 7) // 8
     per_byte = 8 // width
@@ -320,6 +348,56 @@ def _leaf_receive(engine: _BitEngine, choices: np.ndarray, m: int, width: int = 
         shift = ((cb % per_byte) * width).astype(np.uint8)
         key = np.bitwise_xor.reduce(keys.reshape(b, m, length)[rows, :, byte], axis=1)
         out[o : o + b] = ((got[rows, byte] ^ key) >> shift) & np.uint8((1 << width) - 1)
+    return out
+
+
+def _kk13_spans(count: int) -> list[tuple[int, int]]:
+    """``(offset, leaves)`` of the KK13 leaf batches (one ``u`` message of at most 8 MiB
+    each)."""
+    step = _LEAF_BATCH // 32
+    return [(o, min(step, count - o)) for o in range(0, count, step)]
+
+
+def _kk13_leaf_send(engine: _BitEngine, packed: np.ndarray, width: int) -> None:
+    """:func:`_leaf_send` for 4-bit blocks: one KK13 random 1-out-of-16 OT per table,
+    entry ``J`` masked with the low ``width`` bits of the OT's key ``J``; each batch's
+    tables answer its ``u``."""
+    sender = engine.session.kk13_sender
+    low = np.uint8((1 << width) - 1)
+    length = packed.shape[1]
+    for o, b in _kk13_spans(len(packed)):
+        keys = sender.random(b, length=1)[:, :, 0]
+        mask = _pack_entries(keys & low, length, width)
+        engine.net.send(engine.peer, STEP_LEAF, packed[o : o + b] ^ mask)
+
+
+def _kk13_leaf_receive(engine: _BitEngine, choices: np.ndarray, width: int) -> np.ndarray:
+    """:func:`_leaf_receive` for 4-bit blocks. The ``u`` of up to ``_KK13_WINDOW``
+    batches goes out before their tables are read: the leaves take one round trip up to
+    ``_KK13_WINDOW`` batches (2 million leaves), and a peer holds at most that many
+    unread ``u`` messages (64 MiB) and this party that many unread tables (16 MiB)."""
+    receiver = engine.session.kk13_receiver
+    low = (1 << width) - 1
+    length = 2 * width  # 16 entries of width bits: 4 or 8 bytes, one little-endian word
+    word = np.dtype(f"<u{length}")
+    ci = choices.astype(np.intp)
+    out = np.empty(len(ci), dtype=np.uint8)
+    pending: collections.deque[tuple[int, int, np.ndarray]] = collections.deque()
+    spans = _kk13_spans(len(ci))
+    for i, (o, b) in enumerate(spans):
+        pending.append((o, b, receiver.random(ci[o : o + b], length=1)[:, 0]))
+        if len(pending) < _KK13_WINDOW and i + 1 < len(spans):
+            continue
+        while pending and (len(pending) >= _KK13_WINDOW or i + 1 == len(spans)):
+            po, pb, key = pending.popleft()
+            got = engine.net.receive(engine.peer, STEP_LEAF, expect=np.ndarray)
+            if got.dtype != np.uint8 or got.shape != (pb, length):
+                raise ProtocolError(
+                    engine.peer, STEP_LEAF, f"expected {pb} packed leaf tables of {length} bytes"
+                )
+            got_w = np.ascontiguousarray(got).view(word)[:, 0]
+            entry = (got_w >> (ci[po : po + pb] * width).astype(word)) & word.type(low)
+            out[po : po + pb] = entry.astype(np.uint8) ^ (key & np.uint8(low))
     return out
 
 

@@ -147,6 +147,35 @@ def test_bad_and_message():
     assert info.value.party == "bob" and info.value.step == STEP_AND
 
 
+@pytest.mark.parametrize(
+    ("liar", "step", "bad"),
+    [
+        ("alice", "cmp/leaves", np.zeros((800, 4), dtype=np.uint8)),  # 8-byte tables
+        ("alice", "cmp/leaves", np.zeros((800, 8), dtype=np.int8)),
+        ("bob", "ot/kk13/alice>bob/u", np.zeros((256, 96), dtype=np.uint8)),  # 768 OTs
+        ("bob", "ot/kk13/alice>bob/u", np.zeros((128, 100), dtype=np.uint8)),
+    ],
+)
+def test_bad_leaf_messages(liar, step, bad):
+    """The KK13 leaves (100 comparisons of 32 bits: 800 leaves, ``u`` for 832 OTs after
+    padding) check the peer's tables and ``u`` rows: a ``ProtocolError`` naming the liar
+    and the step."""
+
+    def party(net, v):
+        if net.me == liar:
+            original = net.send
+
+            def send(to, tag, value):
+                original(to, tag, bad if tag == step else value)
+
+            net.send = send
+        return secure_ge(net, v, x_party="alice", y_party="bob", bits=32)
+
+    with pytest.raises(ProtocolError) as info:
+        simulate(party, {"alice": np.arange(100), "bob": np.arange(100)}, timeout=10)
+    assert info.value.party == liar and info.value.step == step
+
+
 # Argmin -------------------------------------------------------------------------------------
 
 

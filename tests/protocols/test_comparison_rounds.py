@@ -77,3 +77,133 @@ def test_first_tree_level_rides_in_the_leaf_tables(monkeypatch, bits, rounds):
     sim = simulate(party, {"alice": x, "bob": y}, timeout=120)
     assert sim.results["alice"].tolist() == sim.results["bob"].tolist() == (x >= y).tolist()
     assert calls.get("alice", 0) == calls.get("bob", 0) == rounds
+
+
+@pytest.mark.parametrize(
+    ("block_bits", "u_per_leaf", "table_per_leaf", "triples"), [(4, 32, 8, 7), (3, 48, 4, 9)]
+)
+def test_leaf_bytes(block_bits, u_per_leaf, table_per_leaf, triples):
+    """Issue 25, item 4: a 4-bit leaf is one KK13 1-out-of-16 OT, 32 bytes of ``u`` (256
+    code bits per OT) where four IKNP OTs sent 64, plus its packed table of 16 4-bit
+    entries (8 bytes). Other block sizes keep Naor-Pinkas: ``m`` IKNP OTs of 16 bytes
+    (3-bit blocks: 48 bytes) and 8 4-bit entries (4 bytes). 57-bit values: ``q = 15``
+    (``19``) leaves, the 4-bit ones in a multiple of 64 OTs (no padding)."""
+    n = 640
+    rng = np.random.default_rng(block_bits)
+    x = rng.integers(0, 2**57, n, dtype=np.uint64)
+    y = rng.integers(0, 2**57, n, dtype=np.uint64)
+    y[::5] = x[::5]
+
+    def party(net, mine):
+        return comparison.secure_ge(
+            net, mine, x_party="alice", y_party="bob", bits=57, block_bits=block_bits
+        )
+
+    sim = simulate(party, {"alice": x, "bob": y}, timeout=120)
+    assert sim.results["alice"].tolist() == (x >= y).tolist()
+    leaves = n * -(-57 // block_bits)
+    steps = {s["step"]: s for p in ("alice", "bob") for s in sim.metrics[p] if s["bytes_sent"]}
+
+    def payload(step: str, want: int) -> None:
+        got = steps[step]
+        # The protobuf envelope adds at most ~100 bytes a message.
+        assert want <= got["bytes_sent"] <= want + 128 * got["messages_sent"], step
+
+    payload("cmp/leaves", table_per_leaf * leaves)
+    # The tree's triples (_tree_triples: after the first level 8 nodes for 15 leaves,
+    # 4 + 2 + 1 ANDs; 10 for 19, 5 + 2 + 1 + 1), a 16-byte random OT each way per
+    # triple; the 3-bit leaves add 3 IKNP OTs per leaf in the same direction.
+    triples *= n
+    if block_bits == 4:
+        payload("ot/kk13/alice>bob/u", u_per_leaf * leaves)
+        payload("ot/iknp/alice>bob/u", 16 * triples)
+    else:
+        assert not any(s.startswith("ot/kk13/") for s in steps)
+        payload("ot/iknp/alice>bob/u", u_per_leaf * leaves + 16 * triples)
+
+
+@pytest.mark.parametrize(("n", "kk13"), [(17, False), (18, True)])
+def test_kk13_from_256_leaves(n, kk13):
+    """KK13's set-up (256 random IKNP OTs, 4 KiB) pays from 256 leaves up (32 bytes saved
+    a leaf): 17 comparisons of 57 bits have 255 leaves and keep Naor-Pinkas, 18 have 270.
+    Same result either way."""
+    rng = np.random.default_rng(n)
+    x = rng.integers(0, 2**57, n, dtype=np.uint64)
+    y = rng.integers(0, 2**57, n, dtype=np.uint64)
+
+    def party(net, mine):
+        return comparison.secure_ge(net, mine, x_party="alice", y_party="bob", bits=57)
+
+    sim = simulate(party, {"alice": x, "bob": y}, timeout=120)
+    assert sim.results["alice"].tolist() == sim.results["bob"].tolist() == (x >= y).tolist()
+    steps = {s["step"] for p in ("alice", "bob") for s in sim.metrics[p]}
+    assert ("ot/kk13/alice>bob/u" in steps) == kk13
+
+
+@pytest.mark.parametrize("bits", [4, 6, 9, 64])
+def test_kk13_leaves_at_every_table_width(bits):
+    """KK13 leaves with 2-bit entries (one block: ``bits = 4``), 4-bit entries, a short
+    top block and 16 blocks, against plain comparisons (equal values and the extremes)."""
+    rng = np.random.default_rng(bits)
+    n = 300
+    x = rng.integers(0, 2**bits, n, dtype=np.uint64)
+    y = rng.integers(0, 2**bits, n, dtype=np.uint64)
+    y[::3] = x[::3]
+    x[:2], y[:2] = [0, 2**bits - 1], [2**bits - 1, 0]
+
+    def party(net, mine):
+        return comparison.secure_ge(net, mine, x_party="alice", y_party="bob", bits=bits)
+
+    sim = simulate(party, {"alice": x, "bob": y}, timeout=120)
+    assert sim.results["alice"].tolist() == sim.results["bob"].tolist() == (x >= y).tolist()
+    assert any(s["step"] == "ot/kk13/alice>bob/u" for s in sim.metrics["bob"])
+
+
+def test_kk13_leaf_batches_take_one_round_trip(monkeypatch):
+    """The receiver sends the ``u`` of up to 8 KK13 leaf batches before it reads their
+    tables: 4 batches take as many sequential hops as one; 30 take more (a bounded
+    window: the peer never holds more than 8 unread), with the same result."""
+    n = 200  # 57 bits: 3,000 leaves
+    rng = np.random.default_rng(4)
+    x = rng.integers(0, 2**57, n, dtype=np.uint64)
+    y = rng.integers(0, 2**57, n, dtype=np.uint64)
+
+    def party(net, mine):
+        return comparison.secure_ge_shares(net, mine, x_party="alice", y_party="bob", bits=57)
+
+    def run() -> tuple[int, int]:
+        sim = simulate(party, {"alice": x, "bob": y}, timeout=120)
+        assert (sim.results["alice"] ^ sim.results["bob"]).tolist() == (x >= y).tolist()
+        u = [s for s in sim.metrics["bob"] if s["step"] == "ot/kk13/alice>bob/u"]
+        return u[0]["messages_sent"], max(t["sequential_hops"] for t in sim.totals.values())
+
+    one, hops = run()
+    monkeypatch.setattr(comparison, "_LEAF_BATCH", 32 * 800)  # 800 leaves a batch
+    four, hops_four = run()
+    monkeypatch.setattr(comparison, "_LEAF_BATCH", 32 * 100)  # 100 leaves a batch
+    thirty, hops_thirty = run()
+    assert (one, four, thirty) == (1, 4, 30)
+    assert hops_four == hops < hops_thirty
+
+
+def test_sessions_checked_against_a_malicious_receiver_keep_iknp_leaves():
+    """KK13 has no consistency check here: a session with ``malicious_receiver=True``
+    (KOS15 on every IKNP chunk) keeps its leaves on the checked IKNP OTs."""
+    from ppdm.protocols.ot.extension import OTSession
+
+    rng = np.random.default_rng(8)
+    x = rng.integers(0, 2**32, 300, dtype=np.uint64)
+    y = rng.integers(0, 2**32, 300, dtype=np.uint64)
+
+    def party(net, mine):
+        peer = "bob" if net.me == "alice" else "alice"
+        session = OTSession(net, peer, malicious_receiver=True)
+        return comparison.secure_ge(
+            net, mine, x_party="alice", y_party="bob", bits=32, session=session
+        )
+
+    sim = simulate(party, {"alice": x, "bob": y}, timeout=120)
+    assert sim.results["alice"].tolist() == (x >= y).tolist()
+    steps = {s["step"] for p in ("alice", "bob") for s in sim.metrics[p]}
+    assert not any(step.startswith("ot/kk13/") for step in steps)
+    assert "ot/iknp/alice>bob/kos-check" in steps

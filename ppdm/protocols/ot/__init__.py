@@ -1,4 +1,4 @@
-"""Oblivious transfer: base OT, 1-out-of-N / k-out-of-N OT and IKNP OT extension.
+"""Oblivious transfer: base OT, 1-out-of-N / k-out-of-N OT, IKNP and KK13 OT extension.
 
 Aggarwal 2015, §20.5: 1-out-of-2 OT -- the sender offers ``(x0, x1)``, the receiver
 learns ``x_sigma`` only, the sender learns nothing about ``sigma`` -- is the building
@@ -7,6 +7,8 @@ block of distributed privacy. Modules, bottom-up:
 - :mod:`.crhash`: fixed-key AES correlation-robust hash and AES-CTR PRG (numpy-batched).
 - :mod:`.bits`: bit packing and the vectorized 128 x m bit-matrix transpose.
 - :mod:`.base`: Chou–Orlandi base OT over secp256k1 (batched, one round trip).
+- :mod:`.kk13`: Kolesnikov–Kumaresan random 1-out-of-16 OT extension (256 base OTs,
+  32 bytes per OT; :class:`OTSession` sets it up on first use).
 - :mod:`.extension`: IKNP extension -- random, chosen-message and correlated OT in
   chunks -- and :class:`OTSession` (both directions between two parties).
 - :mod:`.one_of_n`: Naor–Pinkas 1-out-of-N from ``log N`` 1-out-of-2 OTs; k-out-of-N.
@@ -22,6 +24,7 @@ from ppdm.protocols.ot.base import (
     base_ot_send_random,
 )
 from ppdm.protocols.ot.extension import IKNPReceiver, IKNPSender, OTSession
+from ppdm.protocols.ot.kk13 import KK13Receiver, KK13Sender
 from ppdm.protocols.ot.one_of_n import (
     k_of_n_receive,
     k_of_n_send,
@@ -32,6 +35,8 @@ from ppdm.protocols.ot.one_of_n import (
 __all__ = [
     "IKNPReceiver",
     "IKNPSender",
+    "KK13Receiver",
+    "KK13Sender",
     "OTSession",
     "base_ot_receive",
     "base_ot_receive_random",

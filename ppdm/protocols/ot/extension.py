@@ -70,6 +70,7 @@ from ppdm.protocols.ot.base import (
 )
 from ppdm.protocols.ot.bits import pack, transpose_bits, unpack
 from ppdm.protocols.ot.crhash import SESSION_BITS, AESCTRStream, tccr_expand
+from ppdm.protocols.ot.kk13 import KK13Receiver, KK13Sender
 
 __all__ = ["DEFAULT_CHUNK", "KAPPA", "IKNPReceiver", "IKNPSender", "OTSession"]
 
@@ -626,6 +627,8 @@ class OTSession:
         self.malicious_receiver = malicious_receiver
         self._sender: IKNPSender | None = None
         self._receiver: IKNPReceiver | None = None
+        self._kk13_sender: KK13Sender | None = None
+        self._kk13_receiver: KK13Receiver | None = None
 
     @property
     def is_first(self) -> bool:
@@ -649,6 +652,24 @@ class OTSession:
                 self.net, self.peer, chunk=self.chunk, malicious_receiver=self.malicious_receiver
             )
         return self._receiver
+
+    @property
+    def kk13_sender(self) -> KK13Sender:
+        """This party as KK13 1-out-of-16 sender (:mod:`~ppdm.protocols.ot.kk13`; the
+        peer must use its :attr:`kk13_receiver`), set up on first use with 256 random
+        OTs of this session as base OTs (this party as IKNP receiver)."""
+        if self._kk13_sender is None:
+            base = self.receiver.random
+            self._kk13_sender = KK13Sender.setup(self.net, self.peer, base_ots=base)
+        return self._kk13_sender
+
+    @property
+    def kk13_receiver(self) -> KK13Receiver:
+        """This party as KK13 1-out-of-16 receiver (the peer uses its :attr:`kk13_sender`)."""
+        if self._kk13_receiver is None:
+            base = self.sender.random
+            self._kk13_receiver = KK13Receiver.setup(self.net, self.peer, base_ots=base)
+        return self._kk13_receiver
 
     def setup_both(self) -> None:
         """Set up whichever directions are missing, in an order both parties agree on."""
