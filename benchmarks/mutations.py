@@ -322,6 +322,15 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "protocols",
+        "kkrt-hash-xor-blocks",
+        "the KKRT OPRF hash XORs its blocks' hashes (s guessable half by half, 2^64 work)",
+        "ppdm/protocols/psi/kkrt.py",
+        "        out = tccr_hash(part ^ out, _tweaks(bins, session, _TWEAK_BLOCK + j))",
+        "        out ^= tccr_hash(part, _tweaks(bins, session, _TWEAK_BLOCK + j))",
+        ("tests/protocols/test_psi.py",),
+    ),
+    Mutation(
+        "protocols",
         "psi-ec-reply-order",
         "EC PSI sends the sender's encrypted ids in their original order",
         "ppdm/protocols/psi/ec.py",
