@@ -531,6 +531,7 @@ def assoc_rows(report: Report, fimi: Path, tmp: Path, quick: bool, bed: Any) -> 
     check_assoc(doc, want, 0.9, counts=True)
     # a vertical party has no local mining: its local work is reading its columns
     model_rows(report, f"vassoc_mushroom_2p_{round(100 * s)}pct", doc["wall_time_s"], doc, 0.0)
+    report.extra[f"vassoc_mushroom_2p_{pct}_local_bytes"] = _bytes(doc)
     report.extra["mushroom_frequent_itemsets"] = len(want)
     report.add(
         Row(

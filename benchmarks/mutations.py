@@ -322,6 +322,15 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "protocols",
+        "column-ots-pad-reuse",
+        "a kept column's new products restart their pads at hash block 0 (pads reused)",
+        "ppdm/protocols/column_ots.py",
+        "        col.block += blocks\n",
+        "        col.block += 0\n",
+        ("tests/protocols/test_gmw.py",),
+    ),
+    Mutation(
+        "protocols",
         "kkrt-hash-xor-blocks",
         "the KKRT OPRF hash XORs its blocks' hashes (s guessable half by half, 2^64 work)",
         "ppdm/protocols/psi/kkrt.py",

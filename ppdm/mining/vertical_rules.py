@@ -19,10 +19,13 @@ according to who owns its items:
   of each owner's own columns) are 1 with
   :func:`ppdm.protocols.gmw.multiparty_and_shares`, all candidates of a level and owner
   set in one batch. Two owners: one random OT per transaction and *distinct part* of the
-  choosing owner serves every candidate over that part, each candidate costing only its
-  packed correction of ``l`` bits per transaction
-  (:func:`ppdm.protocols.dot_product_ot.column_product_shares`); three or more owners:
-  the same products chained GMW-style over additive shares;
+  choosing owner serves every candidate over that part, at this level and the next ones
+  (:class:`ppdm.protocols.dot_product_ot.ColumnOTs`: a part counted at one level keeps
+  its OTs for the next; every candidate gets pads never used before), each candidate
+  costing only its correction of ``l`` bits per transaction
+  (:func:`ppdm.protocols.dot_product_ot.column_product_shares`); the owner with fewer
+  parts new to it chooses; three or more owners: the same products chained GMW-style
+  over additive shares;
 - ``method="gilboa"``: two owners use the previous path, one correlated OT with a 64-bit
   correction per transaction *and candidate*
   (:func:`ppdm.protocols.dot_product_ot.binary_dot_product_shares`), kept for
@@ -76,9 +79,12 @@ noisy counts of infrequent shared candidates, to their owners; nothing else (sha
 uniform; ring sizes follow from public values). No party sees another party's columns.
 
 Cost per level (default): per owner set, ``16 N`` bytes per distinct part of each
-choosing owner plus ``N * l / 8`` bytes per candidate (two owners; ``t(t-1)/2`` times that
-for ``t`` owners), ``N`` transactions; ``l`` is the bits of a public bound of the count
-(the smallest published count of its subsets) plus one for the sign with ``"exact"``,
+choosing owner that the previous level did not count (none for the parts it did) plus
+``N * l / 8`` bytes per candidate (two owners; ``t(t-1)/2`` times that
+for ``t`` owners), ``N`` transactions; ``l`` is one more than the bits of
+``max(T, b - T)`` with ``"exact"`` (``b`` a public bound of the count, the smallest
+published count of its subsets, and ``T`` the threshold: room for the sign of
+``count - T``, and every count up to ``b`` fits),
 and the bits of ``N`` plus the noise range with ``"dp"`` (16 bits for mushroom at the
 defaults); ``"exact"`` adds one secure comparison per shared candidate. Each level's
 entry in the result records ``shared_candidates`` (counted by two or more owners),
@@ -281,6 +287,7 @@ def vertical_association_rules(
     prog.start("association levels", max_len)
     while max_len is None or k <= max_len:
         sub = net.scoped(f"vassoc/level{k}")
+        _advance_kept(sessions)
         if k == 1:
             candidates = sorted((x,) for p in net.parties for x in schema[p])
         else:
@@ -416,22 +423,25 @@ def _count_group(
 
         if guard.scale is not None:
             ring = np.full(m, (1 << noisy_width(n, len(owners), guard.scale)) - 1, np.int64)
-        else:  # room for the sign of count - threshold
-            ring = 2 * np.maximum(bounds, thresholds) + 1
+        else:  # count - threshold in [-threshold, bound - threshold], with its sign
+            ring = 2 * np.maximum(thresholds, bounds - thresholds) + 1
         widths = bit_widths(ring)
         if method == "ot" or len(owners) > 2:
             from ppdm.protocols.gmw import multiparty_and_bytes
 
-            plan = _shared_plan(owners, cands, owner, ring)
-            cost = multiparty_and_bytes(n, plan[2], plan[3])
+            plan = _shared_plan(owners, cands, owner, ring, sessions)
+            order, distinct = plan[0], plan[1]
+            ledgers = {(a, b): _ledger(sessions, a, b) for a in order for b in order if a != b}
+            cost = multiparty_and_bytes(
+                n, plan[2], plan[3], owners=order, kept=ledgers, labels=distinct
+            )
         elif method == "gilboa":
             cost = _gilboa_bytes(m, n) + 8 * 2 * m
         guard.used += m
     if me not in owners:
         return _receive_frequent(net, announcer, cands, guard.threshold, n), cost
-    own_parts = [tuple(x for x in c if owner[x] == me) for c in cands]
-    if not shared:
-        exact = support_counts(db, own_parts).astype(np.int64)
+    if not shared:  # every item of every candidate is this party's
+        exact = support_counts(db, list(cands)).astype(np.int64)
         frequent = exact >= guard.threshold
         published = exact
     else:
@@ -440,9 +450,11 @@ def _count_group(
         elif method == "paillier":
             a, b = owners
             key = _paillier_key(sessions, a, b, key_bits) if me == a else None
+            own_parts = [tuple(x for x in c if owner[x] == me) for c in cands]
             share = _pair_paillier(net, db, own_parts, a, b, key_bits, key)
         else:
             a, b = owners
+            own_parts = [tuple(x for x in c if owner[x] == me) for c in cands]
             share = _pair_ot(net, db, own_parts, a, b, _session(root, sessions, a, b))
         share &= (np.uint64(1) << widths.astype(np.uint64)) - np.uint64(1)
         frequent, published = _open_protected(
@@ -538,14 +550,23 @@ def _shared_plan(
     cands: Sequence[tuple],
     owner: Mapping[Any, str],
     ring: np.ndarray,
+    sessions: dict[tuple[str, ...], Any],
 ) -> tuple[list[str], dict[str, list[tuple]], np.ndarray, np.ndarray]:
     """The public inputs of :func:`~ppdm.protocols.gmw.multiparty_and_shares` for a
     group: the owners' order, each owner's distinct parts, the candidates' part indices
     and the ring bounds (the counts are shared modulo ``2^bit_length(ring)``)."""
     parts = {p: [tuple(x for x in c if owner[x] == p) for c in cands] for p in owners}
     distinct = {p: sorted(set(parts[p])) for p in owners}
-    # Choosers (later in the order) should have few distinct parts: their OTs are reused.
-    order = sorted(owners, key=lambda p: (-len(distinct[p]), owners.index(p)))
+
+    def new_parts(p: str) -> int:  # parts whose OTs p would make afresh as the chooser
+        others = [q for q in owners if q != p]
+        kept = sum(_ledger(sessions, q, p).kept(distinct[p], sending=True) for q in others)
+        return (len(owners) - 1) * len(distinct[p]) - kept
+
+    # Choosers (later in the order) should have few parts without kept OTs: one random
+    # OT per new part and transaction serves all its candidates, at this level and the
+    # next ones (ColumnOTs).
+    order = sorted(owners, key=lambda p: (-new_parts(p), -len(distinct[p]), owners.index(p)))
     index = np.zeros((len(cands), len(order)), dtype=np.int64)
     for k, p in enumerate(order):
         at = {part: i for i, part in enumerate(distinct[p])}
@@ -577,11 +598,49 @@ def _shared_counts(
     order, distinct, index, ring = plan
     me = net.me
     own = np.stack([db.cover(part) for part in distinct[me]]).astype(np.uint8)
-    mine = {p: _session(root, sessions, me, p) for p in order if p != me}
+    kept = {p: _kept(root, sessions, me, p) for p in order if p != me}
     share, _ = multiparty_and_shares(
-        net.scoped("gmw"), own, owners=order, index=index, bounds=ring, sessions=mine
+        net.scoped("gmw"),
+        own,
+        owners=order,
+        index=index,
+        bounds=ring,
+        sessions={p: k.session for p, k in kept.items()},
+        kept=kept,
+        labels=distinct,
     )
     return share
+
+
+def _kept(root: Network, sessions: dict[tuple[str, ...], Any], a: str, b: str) -> Any:
+    """This party's :class:`~ppdm.protocols.dot_product_ot.ColumnOTs` with the other
+    party of the pair: the random OTs of its parts kept from level to level."""
+    from ppdm.protocols.dot_product_ot import ColumnOTs
+
+    slot = ("kept", *sorted((a, b), key=root.parties.index))
+    if slot not in sessions:
+        sessions[slot] = ColumnOTs(_session(root, sessions, a, b))
+    return sessions[slot]
+
+
+def _ledger(sessions: dict[tuple[str, ...], Any], sender: str, chooser: str) -> Any:
+    """The public book-keeping of the kept OTs from ``sender`` to ``chooser`` (every
+    party follows every pair's, for the payload bytes and the choice of choosers)."""
+    from ppdm.protocols.dot_product_ot import ColumnOTs
+
+    slot = ("ledger", sender, chooser)
+    if slot not in sessions:
+        sessions[slot] = ColumnOTs(None)
+    return sessions[slot]
+
+
+def _advance_kept(sessions: dict[tuple[str, ...], Any]) -> None:
+    """A new level: kept OTs of parts the last level did not use are dropped."""
+    from ppdm.protocols.dot_product_ot import ColumnOTs
+
+    for value in sessions.values():
+        if isinstance(value, ColumnOTs):
+            value.advance()
 
 
 def _gilboa_bytes(m: int, n: int) -> int:

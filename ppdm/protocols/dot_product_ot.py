@@ -32,10 +32,12 @@ Security (semi-honest, two parties)
 Many dot products over shared columns (:func:`column_dot_products`, the vertical mining
 path): one random OT per distinct column of the ``y_party`` and position serves every
 product over that column, each product's pads hashed from the OT keys and its correction
-packed to the bits of a public bound of the product (:func:`column_product_shares`,
-:func:`pack_uint`); about ``l / 8`` bytes per product and position (``l`` ~ 10 to 16)
-instead of 24. :mod:`ppdm.protocols.gmw` chains the same products over three or more
-parties.
+sent as ``l`` bit planes, ``l`` the bits of a public bound of the product
+(:func:`column_product_shares`); about ``l / 8`` bytes per product and position (``l`` ~
+10 to 16) instead of 24. A :class:`ColumnOTs` keeps a column's random OTs for later
+calls (vertical mining's next levels), each call's pads under tweaks never used before.
+:mod:`ppdm.protocols.gmw` chains the same products over three or more parties.
+(:func:`pack_uint` and its inverses pack values to ``width`` bits each.)
 
 Cost: ``n`` IKNP OTs: ``16 n`` bytes (``u``, ``y_party -> x_party``) plus
 ``n * ring_bits / 8`` bytes of corrections back (``n / 8`` for AND), one round trip
@@ -46,16 +48,33 @@ product per direction. For ``n = 100,000`` with 32-bit shares: ~2 MB.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from ppdm.errors import ProtocolError
 from ppdm.parties.network import Network
-from ppdm.protocols.ot.crhash import tccr_expand
+from ppdm.protocols.column_ots import (
+    ColumnOTs,
+    Step,
+    batch_members,
+    check_kept,
+    gather_uint,
+    pack_uint,
+    packed_size,
+    planes,
+    planes_size,
+    schedule,
+    unpack_uint,
+    unplanes,
+)
+from ppdm.protocols.column_ots import pads as _pads
+from ppdm.protocols.ot.bits import pack
+from ppdm.protocols.ot.crhash import BLOCK
 from ppdm.protocols.ot.extension import DEFAULT_CHUNK, IKNPReceiver, IKNPSender, OTSession
 
 __all__ = [
+    "ColumnOTs",
     "binary_dot_product",
     "binary_dot_product_shares",
     "bit_widths",
@@ -241,10 +260,15 @@ def bit_widths(bounds: np.ndarray) -> np.ndarray:
     >>> bit_widths(np.array([0, 1, 255, 256, 59600])).tolist()
     [1, 1, 8, 9, 16]
     """
-    values = np.asarray(bounds, dtype=np.int64).reshape(-1).tolist()
-    if any(v < 0 for v in values):
+    v = np.asarray(bounds, dtype=np.int64).reshape(-1).copy()
+    if v.size and int(v.min()) < 0:
         raise ValueError("bounds must be non-negative")
-    return np.array([max(1, int(v).bit_length()) for v in values], dtype=np.int64)
+    bits = np.zeros(v.shape, dtype=np.int64)
+    for shift in (32, 16, 8, 4, 2, 1):  # binary search for the highest set bit
+        high = v >= (1 << shift)
+        bits[high] += shift
+        v[high] >>= shift
+    return np.maximum(bits + (v > 0), 1)
 
 
 def _ring(widths: np.ndarray) -> np.dtype:
@@ -252,119 +276,6 @@ def _ring(widths: np.ndarray) -> np.dtype:
     if top > 32:
         raise ValueError("counts above 2^32 are not supported")
     return np.dtype(np.uint16 if top <= 16 else np.uint32)
-
-
-def _pack_small(v: np.ndarray, width: int) -> np.ndarray:
-    """``width <= 8`` bits per value, little-endian: eight values per ``width`` bytes.
-    The eight bytes of a group, read as one 64-bit word, are squeezed together in three
-    rounds of masked shifts (bytes -> 16-bit lanes -> 32-bit lanes -> the word)."""
-    count = v.size
-    groups = -(-count // 8)
-    b = np.zeros(groups * 8, dtype=np.uint8)
-    b[:count] = v.reshape(-1)  # every value is below 2^width <= 256
-    word = b.view("<u8")
-    for lane, mask_low in ((8, 0x00FF00FF00FF00FF), (16, 0x0000FFFF0000FFFF), (32, 0xFFFFFFFF)):
-        low = np.uint64(mask_low)
-        used = width * lane // 8  # bits held at the bottom of each lane
-        word = (word & low) | ((word & ~low) >> np.uint64(lane - used))
-    return word.view(np.uint8).reshape(groups, 8)[:, :width].reshape(-1)[: -(-count * width // 8)]
-
-
-def _unpack_small(data: np.ndarray, width: int, count: int) -> np.ndarray:
-    groups = -(-count // 8)
-    buf = np.zeros((groups, 8), dtype=np.uint8)
-    flat = np.zeros(groups * width, dtype=np.uint8)
-    flat[: data.size] = data
-    buf[:, :width] = flat.reshape(groups, width)
-    word = buf.view("<u8").reshape(groups)
-    mask = np.uint64((1 << width) - 1)
-    out = np.empty((groups, 8), dtype=np.uint64)
-    for j in range(8):
-        out[:, j] = (word >> np.uint64(j * width)) & mask
-    return out.reshape(-1)[:count]
-
-
-def _gather_small(data: np.ndarray, width: int, at: np.ndarray) -> np.ndarray:
-    bits = at * width
-    first = bits >> 3
-    padded = np.concatenate([data, np.zeros(2, dtype=np.uint8)])
-    word = padded[first].astype(np.uint16) | (padded[first + 1].astype(np.uint16) << np.uint16(8))
-    shifted = word >> (bits & 7).astype(np.uint16)
-    return (shifted & np.uint16((1 << width) - 1)).astype(np.uint64)
-
-
-def packed_size(count: int, width: int) -> int:
-    """Bytes of :func:`pack_uint` for ``count`` values of ``width`` bits."""
-    if width <= 8:
-        return -(-count * width // 8)
-    low = 1 if width <= 16 else 2
-    return low * count + packed_size(count, width - 8 * low)
-
-
-def pack_uint(values: np.ndarray, width: int) -> np.ndarray:
-    """Pack non-negative integers below ``2^width`` (``1 <= width <= 32``) into about
-    ``count * width / 8`` bytes: up to 8 bits, ``width`` bits each (little-endian, eight
-    values per ``width`` bytes); above, the low byte (or two) of every value, then the
-    high bits packed the same way (:func:`packed_size` bytes in all).
-
-    >>> v = np.array([0, 5, 1023, 7, 512, 3, 1, 999, 2], dtype=np.uint16)
-    >>> data = pack_uint(v, 10)
-    >>> data.size, bool((unpack_uint(data, 10, 9) == v).all())
-    (12, True)
-    """
-    if not 1 <= width <= 32:
-        raise ValueError("width must be in [1, 32]")
-    v = np.asarray(values).reshape(-1)
-    if v.dtype.kind != "u":
-        v = v.astype(np.uint64)
-    if width <= 8:
-        return _pack_small(v, width)
-    if width <= 16:
-        low = (v & 0xFF).astype(np.uint8)
-        return np.concatenate([low, _pack_small(v >> 8, width - 8)])
-    v = v.astype(np.uint64)
-    low16 = (v & np.uint64(0xFFFF)).astype("<u2").view(np.uint8)
-    return np.concatenate([low16, pack_uint(v >> np.uint64(16), width - 16)])
-
-
-def unpack_uint(data: np.ndarray, width: int, count: int) -> np.ndarray:
-    """Inverse of :func:`pack_uint`: ``count`` uint64 values (``data`` must have exactly
-    :func:`packed_size` bytes)."""
-    if not 1 <= width <= 32:
-        raise ValueError("width must be in [1, 32]")
-    if data.size != packed_size(count, width):
-        raise ValueError("packed data has the wrong length")
-    if width <= 8:
-        return _unpack_small(data, width, count)
-    if width <= 16:
-        high = _unpack_small(data[count:], width - 8, count)
-        return data[:count].astype(np.uint64) | (high << np.uint64(8))
-    low16 = np.ascontiguousarray(data[: 2 * count]).view("<u2").astype(np.uint64)
-    return low16 | (unpack_uint(data[2 * count :], width - 16, count) << np.uint64(16))
-
-
-def gather_uint(data: np.ndarray, width: int, count: int, at: np.ndarray) -> np.ndarray:
-    """Values number ``at`` of :func:`pack_uint`'s ``count`` packed values, without
-    unpacking the rest (``data`` must have exactly :func:`packed_size` bytes).
-
-    >>> v = np.arange(100, dtype=np.uint64) * 37 % 1000
-    >>> gather_uint(pack_uint(v, 10), 10, 100, np.array([0, 7, 99])).tolist()
-    [0, 259, 663]
-    """
-    if not 1 <= width <= 32:
-        raise ValueError("width must be in [1, 32]")
-    if data.size != packed_size(count, width):
-        raise ValueError("packed data has the wrong length")
-    at = np.asarray(at, dtype=np.int64)
-    if at.size and (int(at.min()) < 0 or int(at.max()) >= count):
-        raise ValueError("value index out of range")
-    if width <= 8:
-        return _gather_small(data, width, at)
-    if width <= 16:
-        high = _gather_small(data[count:], width - 8, at)
-        return data[at].astype(np.uint64) | (high << np.uint64(8))
-    low16 = np.ascontiguousarray(data[: 2 * count]).view("<u2")[at].astype(np.uint64)
-    return low16 | (gather_uint(data[2 * count :], width - 16, count, at) << np.uint64(16))
 
 
 def _plan(columns: np.ndarray, widths: np.ndarray, n: int, itemsize: int) -> list:
@@ -413,6 +324,8 @@ def column_product_shares(
     values: np.ndarray | None = None,
     choices: np.ndarray | None = None,
     elementwise: bool = False,
+    kept: ColumnOTs | None = None,
+    labels: Sequence[Hashable] | None = None,
 ) -> np.ndarray:
     """Additive shares of ``m`` products ``values[c] * choices[columns[c]]`` (element by
     element over ``n`` positions), product ``c`` modulo ``2^widths[c]``, with one random
@@ -426,6 +339,9 @@ def column_product_shares(
     over the ``n`` positions (the dot products' shares), or with ``elementwise=True`` the
     ``(m, n)`` per-position shares (uint16 or uint32). Shares of the two parties add up to
     the products modulo ``2^widths[c]``; each party's shares alone are uniformly random.
+    ``kept`` (both parties, or neither): this party's :class:`ColumnOTs` over ``session``,
+    with ``labels``, one public label per receiver column index: columns kept from
+    earlier calls take no new OTs, and the new ones are kept for later calls.
 
     Construction ("one OT, many correlations"): for every distinct receiver column ``j``
     and position ``i`` one IKNP random OT (:meth:`IKNPSender.random`) with choice bit
@@ -449,12 +365,13 @@ def column_product_shares(
     the hash): nothing about ``values``. Corrections of a wrong size or type raise
     :class:`~ppdm.errors.ProtocolError`.
 
-    Cost: ``16 n`` bytes receiver -> sender per distinct column (IKNP's ``u``, one IKNP
-    batch per :data:`OT_GROUP` OTs of whole columns, the next batch's ``u`` sent before
-    the current corrections are read) plus ``n * widths[c] / 8`` bytes sender ->
-    receiver per product, in messages of at most :data:`MAX_CORRECTION_BYTES`: one round
-    trip of latency. The receiver reads only the corrections of the positions it chose
-    (:func:`gather_uint`).
+    Cost: ``16 n`` bytes receiver -> sender per distinct column not kept (IKNP's ``u``,
+    one IKNP batch per :data:`OT_GROUP` OTs of whole columns, the next batch's ``u`` sent
+    before the current corrections are read) plus ``widths[c] * ceil(n / 8)`` bytes
+    sender -> receiver per product (its corrections as bit planes), in messages of at
+    most :data:`MAX_CORRECTION_BYTES`: one round trip of latency. The receiver ANDs the
+    planes with its packed choice bits and counts the ones (``np.bitwise_count``): only
+    the positions it chose count, and no value is unpacked.
     """
     if sender == receiver or net.me not in (sender, receiver):
         raise ValueError("this party must be exactly one of sender and receiver")
@@ -470,7 +387,6 @@ def column_product_shares(
         return out
     first = net.parties.index(sender) < net.parties.index(receiver)
     tag = (_EXPAND_TAG << 1) | int(first)
-    per_group = _columns_per_group(n)
     if net.me == sender:
         if values is None:
             raise ValueError("the sender must pass values")
@@ -479,32 +395,36 @@ def column_product_shares(
             x_all.dtype == np.bool_ or np.issubdtype(x_all.dtype, np.integer)
         ):
             raise ValueError(f"values must be an ({m}, {n}) integer array")
+        check_kept(kept, session, labels)
         ot = session.sender
-        keys: tuple[int, np.ndarray, np.ndarray] = (0, np.empty(0), np.empty(0))
-        for t, (_, run, runs, chunks) in enumerate(plan):
-            mk = masks[run]
-            nb = len(run) * item
-            at = t % per_group
-            if at == 0:  # the next group's OTs: tweak indices base .. base + count - 1
+        steps, sizes = schedule(plan, n, item, labels, kept, True, _columns_per_group(n))
+        batches = batch_members(steps, len(sizes))
+        for (_, run, runs, chunks), step in zip(plan, steps, strict=True):
+            if step.slot == 0 and step.batch >= 0:  # this batch's OTs: indices base ...
                 base = ot.count
-                keys = (base, *ot.random(min(per_group, len(plan) - t) * n, length=16))
-            base, k0, k1 = keys
+                k0, k1 = ot.random(sizes[step.batch] * n, length=16)
+                for slot, new in enumerate(batches[step.batch]):
+                    new.base = base + slot * n
+                    new.keys = (k0[slot * n : (slot + 1) * n], k1[slot * n : (slot + 1) * n])
+            col = step.column
+            k = len(run)
+            mk = masks[run][:, None]
+            blocks = -(-k * item // BLOCK)
             for r0, rn in chunks:
-                o = at * n + r0
-                h0 = _pads(k0[o : o + rn], base + o, tag, nb, dtype, len(run))
-                h1 = _pads(k1[o : o + rn], base + o, tag, nb, dtype, len(run))
-                d = h0 - h1
-                d += x_all[run, r0 : r0 + rn].T.astype(dtype)
-                d &= mk
-                net.send(
-                    receiver,
-                    STEP_CORRECTIONS,
-                    np.concatenate([pack_uint(d[:, s:e], width) for s, e, width in runs]),
-                )
+                at = col.base + r0
+                h0 = _pads(col.keys[0][r0 : r0 + rn], at, tag, blocks, dtype, step.block)
+                h1 = _pads(col.keys[1][r0 : r0 + rn], at, tag, blocks, dtype, step.block)
+                # d = h0 - h1 + x, products by rows (one row of positions each); only the
+                # low widths[c] bits of product c go on the wire (its bit planes)
+                d = np.ascontiguousarray((h0 - h1).T)
+                np.add(d[:k], x_all[run, r0 : r0 + rn], out=d[:k], casting="unsafe")
+                net.send(receiver, STEP_CORRECTIONS, planes(d, runs))
                 if elementwise:
-                    out[run, r0 : r0 + rn] = (np.negative(h0) & mk).T
+                    out[run, r0 : r0 + rn] = np.negative(h0.T[:k]) & mk
                 else:
-                    out[run] += h0.sum(axis=0, dtype=np.uint64)
+                    out[run] += _column_sums(h0, k)
+            if not step.keep:
+                col.keys = ()
         if not elementwise:
             out = np.negative(out) & masks64
         return out
@@ -519,6 +439,8 @@ def column_product_shares(
         sessions={sender: session},
         choices=choices,
         elementwise=elementwise,
+        kept=None if kept is None else {sender: kept},
+        labels=labels,
     )[0]
 
 
@@ -532,11 +454,14 @@ def chooser_product_shares(
     sessions: Mapping[str, OTSession],
     choices: np.ndarray,
     elementwise: bool = False,
+    kept: Mapping[str, ColumnOTs] | None = None,
+    labels: Sequence[Hashable] | None = None,
 ) -> list[np.ndarray]:
     """The receiver's side of :func:`column_product_shares` with several senders at once
     (each multiplying its own values by the same choice columns): the ``u`` matrices go
     out to every sender first and the corrections are taken in turn, column by column,
-    so the senders compute in parallel. Returns one share array per sender."""
+    so the senders compute in parallel. Returns one share array per sender. ``kept``:
+    this party's :class:`ColumnOTs` with every sender (and the columns' ``labels``)."""
     cols, w = _check_public(columns, widths, n)
     m = len(cols)
     dtype = _ring(w)
@@ -551,8 +476,28 @@ def chooser_product_shares(
         for _ in senders
     ]
     if m:
+        for p in senders:
+            check_kept(None if kept is None else kept.get(p), sessions[p], labels)
         runs = [
-            _choose(net, p, sessions[p], y, plan, n, masks64.astype(dtype), dtype, out, elementwise)
+            _choose(
+                net,
+                p,
+                sessions[p],
+                y,
+                plan,
+                schedule(
+                    plan,
+                    n,
+                    item,
+                    labels,
+                    None if kept is None else kept[p],
+                    False,
+                    _columns_per_group(n),
+                ),
+                (n, dtype, masks64.astype(dtype)),
+                out,
+                elementwise,
+            )
             for p, out in zip(senders, outs, strict=True)
         ]
         for r in runs:
@@ -572,105 +517,120 @@ def _choose(
     session: OTSession,
     y: np.ndarray,
     plan: list,
-    n: int,
-    masks: np.ndarray,
-    dtype: np.dtype,
+    schedule: tuple[list[Step], list[int]],
+    ring: tuple[int, np.dtype, np.ndarray],
     out: np.ndarray,
     elementwise: bool,
 ) -> Iterator[None]:
     """The receiver's work with one sender, one column per step (a generator: first step
     sends the first window of ``u``). Adds the shares into ``out``."""
     ot_r = session.receiver
+    n, dtype, masks = ring
+    steps, sizes = schedule
     first = net.parties.index(sender) < net.parties.index(net.me)
     tag = (_EXPAND_TAG << 1) | int(first)
     item = dtype.itemsize
-    # One IKNP batch per group of columns; the next group's u goes out before this
-    # group's corrections are read, so the sender never waits a round trip.
-    per_group = _columns_per_group(n)
-    groups = -(-len(plan) // per_group)
-    ahead: dict[int, tuple[int, np.ndarray]] = {}
+    # One IKNP batch per group of new columns; the next batch's u goes out before this
+    # batch's corrections are read, so the sender never waits a round trip.
+    batches = batch_members(steps, len(sizes))
+    chosen: list[list[int]] = [[] for _ in sizes]
+    for (c, _, _, _), step in zip(plan, steps, strict=True):
+        if step.batch >= 0:
+            chosen[step.batch].append(c)
 
-    def prefetch(g: int) -> None:
+    def prefetch(b: int) -> None:
         base = ot_r.count
-        cols = [plan[t][0] for t in range(g * per_group, min((g + 1) * per_group, len(plan)))]
-        ahead[g] = (base, ot_r.random(np.concatenate([y[c] for c in cols]), length=16))
+        keys = ot_r.random(np.concatenate([y[c] for c in chosen[b]]), length=16)
+        for slot, new in enumerate(batches[b]):
+            new.base = base + slot * n
+            new.keys = (keys[slot * n : (slot + 1) * n],)
 
-    prefetch(0)
+    if sizes:
+        prefetch(0)
     yield
-    for t, (col, run, runs, chunks) in enumerate(plan):
-        group, at = divmod(t, per_group)
-        if at == 0 and group + 1 < groups:
-            prefetch(group + 1)
-        base, kr = ahead[group]
-        if at == per_group - 1 or t == len(plan) - 1:
-            del ahead[group]
-        mk = masks[run]
-        nb = len(run) * item
-        sel_all = y[col].astype(bool)
+    for (c, run, runs, chunks), step in zip(plan, steps, strict=True):
+        if step.slot == 0 and 0 <= step.batch < len(sizes) - 1:
+            prefetch(step.batch + 1)
+        col = step.column
+        k = len(run)
+        mk = masks[run][:, None]
+        blocks = -(-k * item // BLOCK)
+        sel_all = y[c].astype(bool)
         for r0, rn in chunks:
-            o = at * n + r0
-            h = _pads(kr[o : o + rn], base + o, tag, nb, dtype, len(run))
+            at = col.base + r0
+            h = _pads(col.keys[0][r0 : r0 + rn], at, tag, blocks, dtype, step.block)
             data = net.receive(sender, STEP_CORRECTIONS, expect=np.ndarray)
-            sizes = [packed_size(rn * (e - s), width) for s, e, width in runs]
-            if data.dtype != np.uint8 or data.shape != (sum(sizes),):
+            sizes_b = [planes_size(rn, e - s, width) for s, e, width in runs]
+            if data.dtype != np.uint8 or data.shape != (sum(sizes_b),):
                 raise ProtocolError(
                     sender, STEP_CORRECTIONS, "corrections of the wrong type or length"
                 )
-            # Only the rows this party chose (y = 1) need their corrections: read those
-            # values straight from the packed bytes.
-            rows = np.flatnonzero(sel_all[r0 : r0 + rn])
-            d = np.empty((len(rows), len(run)), dtype=dtype)
+            # Only the rows this party chose (y = 1) need their corrections: AND every
+            # bit plane with the choices, then count (or, per position, unpack).
+            picked = pack(sel_all[r0 : r0 + rn])
             off = 0
-            for (s, e, width), size in zip(runs, sizes, strict=True):
-                k = e - s
-                at_values = (rows[:, None] * k + np.arange(k)).reshape(-1)
-                d[:, s:e] = gather_uint(data[off : off + size], width, rn * k, at_values).reshape(
-                    len(rows), k
-                )
-                off += size
             if elementwise:
-                h[rows] += d
-                out[run, r0 : r0 + rn] = (h & mk).T
-            else:
-                out[run] += h.sum(axis=0, dtype=np.uint64) + d.sum(axis=0, dtype=np.uint64)
+                mine = np.ascontiguousarray(h.T[:k])
+                for (s, e, width), size in zip(runs, sizes_b, strict=True):
+                    got = data[off : off + size].reshape(e - s, width, -1) & picked
+                    mine[s:e] += unplanes(got, rn, dtype)
+                    off += size
+                out[run, r0 : r0 + rn] = mine & mk
+                continue
+            sums = _column_sums(h, k)
+            for (s, e, width), size in zip(runs, sizes_b, strict=True):
+                got = data[off : off + size].reshape(e - s, width, -1)
+                ones = np.bitwise_count(got & picked).sum(axis=-1, dtype=np.uint64)
+                sums[s:e] += (ones << np.arange(width, dtype=np.uint64)).sum(axis=1)
+                off += size
+            out[run] += sums
+        if not step.keep:
+            col.keys = ()
         yield
 
 
+def _column_sums(h: np.ndarray, k: int) -> np.ndarray:
+    """Sums of the first ``k`` columns of ``h`` (uint64): over a transposed copy, which
+    numpy sums along rows far faster than it sums a narrow array down its columns."""
+    return np.ascontiguousarray(h.T[:k]).sum(axis=1, dtype=np.uint64)
+
+
 def column_product_bytes(
-    columns: np.ndarray, widths: np.ndarray, n: int, *, chunk: int = DEFAULT_CHUNK
+    columns: np.ndarray,
+    widths: np.ndarray,
+    n: int,
+    *,
+    chunk: int = DEFAULT_CHUNK,
+    kept: ColumnOTs | None = None,
+    labels: Sequence[Hashable] | None = None,
 ) -> int:
     """Payload bytes of one :func:`column_product_shares` call with these public
-    parameters (IKNP's ``u`` for one random OT per distinct column and position, padded as
-    IKNP pads its chunks of ``chunk`` OTs, plus the packed corrections); the same at both
-    parties and on every transport (message envelopes not included)."""
+    parameters (IKNP's ``u`` for one random OT per distinct column not kept and position,
+    padded as IKNP pads its chunks of ``chunk`` OTs, plus the packed corrections); the
+    same at both parties and on every transport (message envelopes not included). With
+    ``kept`` (a :class:`ColumnOTs` that follows the pair's calls, ``session=None`` at a
+    party outside the pair) and ``labels``, the call is also recorded in ``kept``, as
+    the call itself records it at the two parties."""
     cols, w = _check_public(columns, widths, n)
     if not len(cols):
         return 0
     dtype = _ring(w)
     plan = _plan(cols, w, n, dtype.itemsize)
     chunk -= chunk % 64
-    per_group = _columns_per_group(n)
+    _, sizes = schedule(plan, n, dtype.itemsize, labels, kept, True, _columns_per_group(n))
     total = 0
-    for first in range(0, len(plan), per_group):
-        ots = min(per_group, len(plan) - first) * n
+    for size in sizes:
+        ots = size * n
         total += sum(16 * (-(-min(chunk, ots - o) // 64) * 64) for o in range(0, ots, chunk))
     for _, _, runs, chunks in plan:
         for _, rn in chunks:
-            total += sum(packed_size(rn * (e - s), width) for s, e, width in runs)
+            total += sum(planes_size(rn, e - s, width) for s, e, width in runs)
     return total
 
 
 def _columns_per_group(n: int) -> int:
     """Receiver columns whose OTs go in one IKNP batch (at most :data:`OT_GROUP` OTs)."""
     return max(1, OT_GROUP // max(n, 1))
-
-
-def _pads(
-    keys: np.ndarray, start: int, tag: int, nbytes: int, dtype: np.dtype, width: int
-) -> np.ndarray:
-    """``(rows, width)`` pads of ``dtype`` from the OT keys (one row per key)."""
-    raw = tccr_expand(np.ascontiguousarray(keys), start=start, session=tag, nbytes=nbytes)
-    return np.ascontiguousarray(raw).view(dtype).reshape(len(keys), width)
 
 
 def column_dot_products(

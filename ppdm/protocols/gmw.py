@@ -52,7 +52,9 @@ Security (semi-honest)
 
 Cost for ``m`` tuples over ``n`` positions with ``l``-bit counts: ``t(t-1)/2 * n * l / 8``
 bytes of corrections per tuple, plus ``16 n`` bytes of IKNP ``u`` per distinct column of
-each choosing party (steps ``2 .. t``, once per party it multiplies with); ``t - 1``
+each choosing party (steps ``2 .. t``, once per party it multiplies with; none for a
+column whose random OTs a :class:`~ppdm.protocols.dot_product_ot.ColumnOTs` kept from
+an earlier call); ``t - 1``
 sequential round trips per batch, and one opening round (``8 m`` bytes per ordered pair
 of parties).
 """
@@ -61,7 +63,7 @@ from __future__ import annotations
 
 import math
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from fractions import Fraction
 
 import numpy as np
@@ -70,6 +72,7 @@ from ppdm.errors import ProtocolError
 from ppdm.parties.network import Network
 from ppdm.protocols.comparison import secure_ge_shares
 from ppdm.protocols.dot_product_ot import (
+    ColumnOTs,
     _as_bits,
     bit_widths,
     chooser_product_shares,
@@ -166,13 +169,21 @@ def multiparty_and_shares(
     bounds: np.ndarray,
     sessions: Mapping[str, OTSession],
     batch_cells: int = BATCH_CELLS,
+    kept: Mapping[str, ColumnOTs] | None = None,
+    labels: Mapping[str, Sequence[Hashable]] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Additive shares of the counts of :func:`multiparty_and_counts`, not opened:
     ``(share, widths)``, this owner's ``m`` uint64 shares and the public ring sizes in
     bits (count ``c`` is the sum of the owners' shares modulo ``2^widths[c]``;
     ``widths = bit_widths(bounds)``). Any ``t - 1`` owners' shares are uniformly random.
     Open them with :func:`~ppdm.protocols.dot_product_ot.open_shares`,
-    :func:`open_noisy`, or decide a threshold first with :func:`shares_at_least`."""
+    :func:`open_noisy`, or decide a threshold first with :func:`shares_at_least`.
+
+    ``kept`` (every owner, or none): this owner's
+    :class:`~ppdm.protocols.dot_product_ot.ColumnOTs` over ``sessions[peer]`` for every
+    other owner, and ``labels[p]`` the public labels of owner ``p``'s columns: a column
+    chosen before (the same label) reuses its random OTs (as within one call), so an
+    Apriori level pays OTs only for columns new since the previous level."""
     owners = list(owners)
     t = len(owners)
     if t < 2 or len(set(owners)) != t or net.me not in owners:
@@ -195,10 +206,14 @@ def multiparty_and_shares(
     for p in owners:
         if p != net.me and p not in sessions:
             raise ValueError(f"no OT session with {p!r}")
+        if kept is not None and p != net.me and p not in kept:
+            raise ValueError(f"no kept columns with {p!r}")
+    if kept is not None and (labels is None or any(p not in labels for p in owners)):
+        raise ValueError("kept columns need every owner's labels")
     widths = bit_widths(bnd)
     out = np.zeros(m, dtype=np.uint64)
     for rows in _batches(idx, n, batch_cells):
-        out[rows] = _batch(net, v, owners, pos, idx[rows], widths[rows], sessions, n)
+        out[rows] = _batch(net, v, owners, pos, idx[rows], widths[rows], sessions, n, kept, labels)
     return out, widths
 
 
@@ -212,20 +227,46 @@ def _batches(index: np.ndarray, n: int, batch_cells: int) -> list[np.ndarray]:
 
 
 def multiparty_and_bytes(
-    n: int, index: np.ndarray, bounds: np.ndarray, *, batch_cells: int = BATCH_CELLS
+    n: int,
+    index: np.ndarray,
+    bounds: np.ndarray,
+    *,
+    batch_cells: int = BATCH_CELLS,
+    owners: Sequence[str] | None = None,
+    kept: Mapping[tuple[str, str], ColumnOTs] | None = None,
+    labels: Mapping[str, Sequence[Hashable]] | None = None,
 ) -> int:
     """Payload bytes, all parties together, of :func:`multiparty_and_counts` with these
     public parameters: every pairwise :func:`column_product_shares` (IKNP ``u`` and
     packed corrections) plus the opening of the sums (8 bytes per tuple and ordered pair
-    of owners). The same at every party and on every transport (envelopes excluded)."""
+    of owners). The same at every party and on every transport (envelopes excluded).
+
+    With kept columns (:func:`multiparty_and_shares`): the ``owners`` order, the
+    ``labels`` and ``kept[(sender, chooser)]``, a
+    :class:`~ppdm.protocols.dot_product_ot.ColumnOTs` without a session that follows
+    that pair's calls (any party can keep one per ordered pair: the book-keeping is
+    public); the call is recorded in them."""
     idx = np.asarray(index, dtype=np.int64)
     bnd = np.asarray(bounds, dtype=np.int64).reshape(-1)
     t = idx.shape[1]
+    if kept is not None and (owners is None or labels is None or len(owners) != t):
+        raise ValueError("kept columns need the owners' order and labels")
     total = 0
     for rows in _batches(idx, n, batch_cells):
         widths = bit_widths(bnd[rows])
         for j in range(1, t):
-            total += j * column_product_bytes(idx[rows, j], widths, n)
+            if kept is None:
+                total += j * column_product_bytes(idx[rows, j], widths, n)
+                continue
+            chooser = owners[j]  # type: ignore[index]
+            for sender in owners[:j]:  # type: ignore[index]
+                total += column_product_bytes(
+                    idx[rows, j],
+                    widths,
+                    n,
+                    kept=kept[(sender, chooser)],
+                    labels=labels[chooser],  # type: ignore[index]
+                )
         total += t * (t - 1) * 8 * len(rows)
     return total
 
@@ -239,6 +280,8 @@ def _batch(
     widths: np.ndarray,
     sessions: Mapping[str, OTSession],
     n: int,
+    kept: Mapping[str, ColumnOTs] | None,
+    labels: Mapping[str, Sequence[Hashable]] | None,
 ) -> np.ndarray:
     t = len(owners)
     masks = (np.uint64(1) << widths.astype(np.uint64)) - np.uint64(1)
@@ -257,6 +300,8 @@ def _batch(
                 session=sessions[chooser],
                 values=share,
                 elementwise=not last,
+                kept=None if kept is None else kept[chooser],
+                labels=None if labels is None else labels[chooser],
             )
         elif pos == j:
             # Every earlier party multiplies its share by this party's columns, at once.
@@ -269,6 +314,8 @@ def _batch(
                 sessions=sessions,
                 choices=v,
                 elementwise=not last,
+                kept=kept,
+                labels=None if labels is None else labels[chooser],
             )
             share = got[0]
             for g in got[1:]:

@@ -160,6 +160,52 @@ def test_fast_paths_match_mlxtend_and_pyfim(
     assert per and all(b > 0 for b in per)
 
 
+def test_kept_ots_cost_less_and_every_party_reports_the_same_payload(
+    fimi_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The random OTs of a part are kept from level to level
+    (:class:`~ppdm.protocols.dot_product_ot.ColumnOTs`): the same itemsets as with none
+    kept (``max_ots=0``), the same payload at level 2 (no part was counted before) and
+    less in all; and the payload each level reports is still computed from public
+    information alone, so a party outside a pair (three parties, groups of two owners)
+    reports the same bytes as the pair."""
+    import ppdm.protocols.column_ots as column_ots
+
+    tx = _sample(fimi_dir, "mushroom.dat", 600, 1)
+    items = sorted({x for t in tx for x in t})
+    order = np.random.default_rng(2).permutation(len(items))
+    owned = [{items[i] for i in part} for part in np.array_split(order, 3)]
+    inputs = {
+        p: from_transactions([[x for x in t if x in own] for t in tx])
+        for p, own in zip(NAMES[:3], owned, strict=True)
+    }
+
+    def levels() -> list[list[dict[str, Any]]]:
+        sim = simulate(
+            lambda net, db: vertical_association_rules(
+                net, db, min_support=0.4, min_confidence=0.8, protect="exact"
+            ),
+            inputs,
+            timeout=120,
+        )
+        assert sim.results["alice"].itemsets == pyfim_counts(tx, 0.4)
+        return [r.levels for r in sim.results.values()]
+
+    kept = levels()
+    assert all(lv == kept[0] for lv in kept[1:])
+    real_init = column_ots.ColumnOTs.__init__
+    monkeypatch.setattr(
+        column_ots.ColumnOTs,
+        "__init__",
+        lambda self, session, *, max_ots=0: real_init(self, session, max_ots=0),
+    )
+    fresh = levels()
+    assert all(lv == fresh[0] for lv in fresh[1:])
+    payload = [[lv["payload_bytes"] for lv in run[0]] for run in (kept, fresh)]
+    assert payload[0][1] == payload[1][1] > 0
+    assert sum(payload[0]) < sum(payload[1])
+
+
 def test_old_paths_agree_and_cost_more(fimi_dir: Path) -> None:
     """``gilboa`` (one OT per candidate and transaction; three owners then take the GMW
     path) gives the same counts; the default sends over ten times fewer bytes per
