@@ -238,8 +238,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "kk13-tweak-no-index",
         "the KK13 hash without the OT index in its tweak (tweaks reused across OTs)",
         "ppdm/protocols/ot/kk13.py",
-        "    t0, t1 = (make_tweaks(start, n, session, b)",
-        "    t0, t1 = (make_tweaks(0, n, session, b)",
+        "        make_tweaks(start, n, session, TWEAK_BLOCK + b)",
+        "        make_tweaks(0, n, session, TWEAK_BLOCK + b)",
         ("tests/protocols/test_ot_kk13.py",),
     ),
     Mutation(

@@ -20,6 +20,7 @@ from ppdm.protocols.ot.extension import OTSession
 from ppdm.protocols.ot.kk13 import (
     CHOICES,
     CODE_BITS,
+    TWEAK_BLOCK,
     KK13Receiver,
     KK13Sender,
     codewords,
@@ -76,8 +77,8 @@ def test_walsh_hadamard_codewords():
 def test_hash_is_the_chained_tccr():
     rng = np.random.default_rng(5)
     x = rng.integers(0, 256, (40, 32), dtype=np.uint8)
-    inner = tccr_hash(x[:, :16], make_tweaks(1000, 40, session=77, block=0))
-    want = tccr_hash(x[:, 16:] ^ inner, make_tweaks(1000, 40, session=77, block=1))
+    inner = tccr_hash(x[:, :16], make_tweaks(1000, 40, session=77, block=TWEAK_BLOCK))
+    want = tccr_hash(x[:, 16:] ^ inner, make_tweaks(1000, 40, session=77, block=TWEAK_BLOCK + 1))
     assert np.array_equal(kk13_hash(x, start=1000, session=77), want)
     # Several inputs of one OT share its index: the same as hashing them one by one.
     x3 = rng.integers(0, 256, (40, 3, 32), dtype=np.uint8)
@@ -124,8 +125,10 @@ def test_keys_against_the_definition(monkeypatch):
     want = np.empty_like(keys)
     for v in range(CHOICES):
         x = q ^ (code[v] & s)
-        inner = tccr_hash(x[:, :16], make_tweaks(0, m, sender._session, 0))
-        want[:, v] = tccr_hash(x[:, 16:] ^ inner, make_tweaks(0, m, sender._session, 1))
+        inner = tccr_hash(x[:, :16], make_tweaks(0, m, sender._session, TWEAK_BLOCK))
+        want[:, v] = tccr_hash(
+            x[:, 16:] ^ inner, make_tweaks(0, m, sender._session, TWEAK_BLOCK + 1)
+        )
     assert np.array_equal(keys, want)
 
 

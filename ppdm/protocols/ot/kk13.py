@@ -34,10 +34,13 @@ Protocol (``G`` = AES-128-CTR, ``H`` = :func:`kk13_hash`):
 
 ``H(j, x)`` of a 256-bit ``x = (x_0, x_1)`` chains the tweakable circular
 correlation-robust hash of :func:`~ppdm.protocols.ot.crhash.tccr_hash` over the two
-halves, ``H(j, x) = TCCR((j, sigma, 1), x_1 XOR TCCR((j, sigma, 0), x_0))``, with the
-OT index ``j``, the session tag ``sigma`` and the block number in separate tweak
+halves, ``H(j, x) = TCCR((j, sigma, B + 1), x_1 XOR TCCR((j, sigma, B), x_0))``, with
+the OT index ``j``, the session tag ``sigma`` and the block number in separate tweak
 fields (:func:`~ppdm.protocols.ot.crhash.make_tweaks`: no tweak is used for two OTs or
-sessions). Chaining, not XOR-ing, the halves: each half of ``C(v) AND s`` hides only 64
+sessions). The block numbers start at ``B =`` :data:`TWEAK_BLOCK` (``0x400000``), a range
+IKNP's hash outputs never reach (they would need 64 MiB per OT) and below KKRT's
+``0x800000``: KK13's tweaks differ from the other protocols' by construction, not only
+through the 40-bit session tag (which two sessions share with probability 2^-40). Chaining, not XOR-ing, the halves: each half of ``C(v) AND s`` hides only 64
 unknown bits of ``s``, and the XOR of two independent half hashes could be attacked
 meet-in-the-middle with about 2^64 work; the chain needs both halves at once (about
 2^128 with the fixed-key AES modelled as a random permutation).
@@ -88,6 +91,8 @@ CHOICES = 16
 #: OTs per chunk: one ``u`` message of ``32 * chunk`` bytes (8 MiB).
 DEFAULT_CHUNK = 1 << 18
 _ALIGN = 64  # the transpose works on 64-column blocks
+#: The first tweak block number of KK13's hash (module docstring).
+TWEAK_BLOCK = 0x400000
 _HASH_BATCH = 1 << 12  # OTs per hashing pass at the sender (16 keys each: 1 MiB arrays)
 SESSION_NONCE_BYTES = 16
 
@@ -188,7 +193,9 @@ def _hash_halves(
     ``w j .. w j + w - 1``): ``x0`` the first halves (``(n * w, 2)`` uint64, overwritten),
     the second halves the XOR of the arrays ``x1``."""
     n = len(x0) // w
-    t0, t1 = (make_tweaks(start, n, session, b).view("V16").reshape(n) for b in (0, 1))
+    t0, t1 = (
+        make_tweaks(start, n, session, TWEAK_BLOCK + b).view("V16").reshape(n) for b in (0, 1)
+    )
     h = _tccr(x0, _repeat_blocks(t0, w) if w > 1 else t0.view(np.uint64).reshape(n, 2))
     for part in x1:
         h ^= part
