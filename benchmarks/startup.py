@@ -18,9 +18,12 @@ the JSON as ``*_best``). Goal: both <= 0.3 s on this 2-core machine (a loaded ma
 gives more; the table says how many cores were busy). Where a node's start goes: the
 interpreter and its site hooks, then gRPC (with asyncio), the certificate library (the
 roster's and the party's certificates and keys are checked before serving) and protobuf,
-about 3/4 of its instructions; ppdm's modules (with the standard ones they use), the
-settings, the policy and the ledger about 1/4. A node imports the one command module
-that registers ``party``, and not what only a job needs
+about 4/5 of its instructions; ppdm's modules (with the standard ones they use), the
+settings, the policy and the ledger about 1/5 (most of it the frozen dataclasses the
+settings, the roster, the policy and a job's statement are made of: a few million
+instructions each, counted with ``valgrind --tool=callgrind``). A node imports the one
+command module that registers ``party``, and not what only a job needs: a job's rules
+and decision, signed ledger heads, the ledger's checks
 (``tests/service/test_startup_imports.py``).
 
     python benchmarks/startup.py [--quick] [--json FILE]

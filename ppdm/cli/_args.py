@@ -30,7 +30,6 @@ import os
 import re
 import shutil
 import stat
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -357,6 +356,8 @@ def check_csv_header(path: str | os.PathLike[str], option: str, *, sep: str) -> 
 def atomic_file(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; rename it to ``path`` when the block ends
     without an exception, else remove it (no partial or empty output is ever seen)."""
+    import tempfile  # here: the commands that only read (a node's start) go without it
+
     target = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
     os.close(fd)
@@ -373,6 +374,8 @@ def atomic_file(path: str | os.PathLike[str]) -> Iterator[Path]:
 def atomic_folder(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary folder next to ``path``; on success its files move into
     ``path`` (created then), else it is removed, so a refused run leaves no folder."""
+    import tempfile
+
     target = Path(path)
     parent = target.resolve().parent
     if not parent.is_dir():

@@ -373,5 +373,14 @@ def _parse_consortium(
         signature=signature,
     )
     if signature is not None and verify_signature:
-        _verify_roster(ca, consortium.payload(), signature, str(path))
+        # consortium.payload(), from the CA parsed above (each certificate parsed once)
+        payload = roster_payload(
+            name,
+            version,
+            max_msg,
+            max_env,
+            certificate_fingerprint(ca),
+            [(p.name, p.address, p.fingerprint) for p in entries],
+        )
+        _verify_roster(ca, payload, signature, str(path))
     return consortium

@@ -7,7 +7,9 @@ keeps the record of it:
   what, which parameters change that), as statements of :mod:`~ppdm.service.statement`;
   :mod:`~ppdm.service.input_versions`: what the audit follows an input by;
 - :mod:`~ppdm.service.policy`: the data owner's policy and its evaluation; the policy as
-  values in :mod:`~ppdm.service.policy_rules`, its file in :mod:`~ppdm.service.policy_file`;
+  values in :mod:`~ppdm.service.policy_rules`, its file in :mod:`~ppdm.service.policy_file`,
+  a job's rules and the decision in :mod:`~ppdm.service.policy_decision` (loaded with the
+  first job, not at start);
 - :mod:`~ppdm.service.disclosure`: the cross-job disclosure audit (the SUM auditor of
   :mod:`ppdm.hiding.audit` over party sets);
 - :mod:`~ppdm.service.ledger`: the tamper-evident, hash-chained ledger and the job table

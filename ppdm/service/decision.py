@@ -19,11 +19,12 @@ from ppdm.parties.consortium import PartySettings
 from ppdm.service.disclosure import DisclosureAuditor
 from ppdm.service.jobstate import owner_cause
 from ppdm.service.ledger import ledger_path, read_state
-from ppdm.service.policy import Decision, Policy, PolicyFile, evaluate
+from ppdm.service.policy import Policy, PolicyFile, evaluate
 from ppdm.service.profiles import Disclosure, get_profile, input_identity, input_version
 
 if TYPE_CHECKING:  # the job registry is imported by a node's first job, not its start
     from ppdm.jobs.registry import PartyContext
+    from ppdm.service.policy_decision import Decision
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,7 @@ def decide(
     me = ctx.name
     profile = get_profile(protocol)
     rules = policy.rules(protocol)
+    from ppdm.service.policy_decision import Decision  # not at a node's start
 
     def refuse(rule: str, reason: str, cause: BaseException | None = None) -> Decision:
         return Decision(

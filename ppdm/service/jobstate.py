@@ -23,11 +23,11 @@ from ppdm.errors import ConfigError, PublicError, with_local_cause
 from ppdm.parties.grpc_net import JobLinks
 from ppdm.parties.network import Endpoint
 from ppdm.proto.ppdm.v1 import party_pb2 as pb
-from ppdm.service.policy import Decision
 from ppdm.service.profiles import Disclosure
 
 if TYPE_CHECKING:  # the job registry is imported by a node's first job, not its start
     from ppdm.jobs.registry import PartyContext
+    from ppdm.service.policy_decision import Decision
 
 STATE_NAMES: dict[int, str] = {
     pb.JOB_STATE_RUNNING: "running",
@@ -211,6 +211,8 @@ class Job:
             ended_at=float(rec.get("ended_at", 0.0)),
             metrics=list(rec.get("metrics", [])),
         )
+        from ppdm.service.policy_decision import Decision  # not at a node's start
+
         job.decision = Decision("accept", results=rec.get("results_to", "members"))
         job.done.set()
         return job

@@ -63,17 +63,19 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ppdm.errors import ConfigError, ProtocolError
 from ppdm.service.ledger_chain import (
     _OLD_SCHEMA,
     _TABLES,
     GENESIS,
+    HEAD_PAGE,
     LEDGER_SCHEMA,
+    MAX_CONFLICTS_SENT,
+    MAX_HEAD_SEQ,
     LedgerEntry,
     StateTampered,
-    VerifyReport,
     _anchor_path,
     _checked_state,
     _json,
@@ -87,27 +89,20 @@ from ppdm.service.ledger_chain import (
     read_state,
     state_digest,
 )
-from ppdm.service.ledger_heads import (
-    HEAD_PAGE,
-    MAX_CONFLICTS_SENT,
-    MAX_HEAD_SEQ,
-    SignedHead,
-    check_head,
-    head_from_proto,
-    head_payload,
-    head_signed_by,
-    head_to_proto,
-    sign_head,
-)
-from ppdm.service.ledger_heads import MAX_SIGNATURE_BYTES as MAX_SIGNATURE_BYTES
-from ppdm.service.ledger_verify import SHARED_LOCK_WAIT_S as SHARED_LOCK_WAIT_S
-from ppdm.service.ledger_verify import (
-    _read_all,
-    _read_anchor,
-    _verify_rows,
-    verify_file,
-    verify_online,
-)
+
+if TYPE_CHECKING:  # signing and checking: imported by a first job or check, not a start
+    from ppdm.service.ledger_heads import MAX_SIGNATURE_BYTES as MAX_SIGNATURE_BYTES
+    from ppdm.service.ledger_heads import SignedHead as SignedHead
+    from ppdm.service.ledger_heads import check_head as check_head
+    from ppdm.service.ledger_heads import head_from_proto as head_from_proto
+    from ppdm.service.ledger_heads import head_payload as head_payload
+    from ppdm.service.ledger_heads import head_signed_by as head_signed_by
+    from ppdm.service.ledger_heads import head_to_proto as head_to_proto
+    from ppdm.service.ledger_heads import sign_head as sign_head
+    from ppdm.service.ledger_verify import SHARED_LOCK_WAIT_S as SHARED_LOCK_WAIT_S
+    from ppdm.service.ledger_verify import VerifyReport as VerifyReport
+    from ppdm.service.ledger_verify import verify_file as verify_file
+    from ppdm.service.ledger_verify import verify_online as verify_online
 
 __all__ = [
     "HEAD_PAGE",
@@ -270,6 +265,8 @@ class Ledger:
 
     def signed_head(self, settings: Any) -> SignedHead | None:
         """This ledger's head signed with ``settings``' party key (``None`` while empty)."""
+        from ppdm.service.ledger_heads import sign_head
+
         seq, digest = self.head()
         if seq == 0:
             return None
@@ -291,6 +288,8 @@ class Ledger:
     def verify(self) -> VerifyReport:
         """The local check of the chain, the head anchor, the state documents and the
         held peer heads (module docstring)."""
+        from ppdm.service.ledger_verify import _read_all, _read_anchor, _verify_rows
+
         with self._lock:
             fcntl.flock(self._lockfd, fcntl.LOCK_SH)
             try:
@@ -310,6 +309,8 @@ class Ledger:
         ``peer-head-conflict`` entry and logged) or ``"refused"`` (malformed or not signed
         by the sender's roster certificate: logged and chained as ``peer-head-refused``,
         never kept). ``"closed"`` once the ledger is closed."""
+        from ppdm.service.ledger_heads import check_head
+
         try:
             check_head(head, consortium=consortium, sender=sender)
         except ProtocolError as exc:
@@ -471,6 +472,8 @@ class Ledger:
 
 
 def _head_row(party: str, row: tuple[Any, ...]) -> SignedHead:
+    from ppdm.service.ledger_heads import SignedHead
+
     seq, digest, sig = row
     try:
         signature = bytes.fromhex(str(sig))
@@ -499,6 +502,8 @@ def signed_head_of_file(settings: Any) -> SignedHead | None:
         return None
     if row is None:
         return None
+    from ppdm.service.ledger_heads import sign_head
+
     return sign_head(
         settings.private_key_pem,
         consortium=settings.consortium.name,
@@ -513,6 +518,8 @@ def record_peer_heads(settings: Any, heads: Mapping[str, Any]) -> dict[str, str]
     peer -> ``LedgerHead`` message or :class:`SignedHead`; unset ones are skipped, so is
     this party's own). Returns each peer's outcome (:meth:`Ledger.receive_head`). Does
     nothing (and returns ``{}``) if the party's ledger is not on this machine."""
+    from ppdm.service.ledger_heads import SignedHead, head_from_proto
+
     p = ledger_path(settings)
     wanted = {}
     for peer, msg in heads.items():
@@ -526,3 +533,32 @@ def record_peer_heads(settings: Any, heads: Mapping[str, Any]) -> dict[str, str]
             peer: led.receive_head(head, consortium=settings.consortium, sender=peer)
             for peer, head in wanted.items()
         }
+
+
+_HEADS = (
+    "MAX_SIGNATURE_BYTES",
+    "SignedHead",
+    "check_head",
+    "head_from_proto",
+    "head_payload",
+    "head_signed_by",
+    "head_to_proto",
+    "sign_head",
+)
+_CHECKS = ("SHARED_LOCK_WAIT_S", "VerifyReport", "verify_file", "verify_online")
+
+
+def __getattr__(name: str) -> Any:
+    """The public names of signed heads (:mod:`~ppdm.service.ledger_heads`) and of the
+    checks (:mod:`~ppdm.service.ledger_verify`), imported at first use: a node writes
+    its ledger from its start, signs heads from its first job and checks only when
+    asked."""
+    if name in _HEADS:
+        from ppdm.service import ledger_heads
+
+        return getattr(ledger_heads, name)
+    if name in _CHECKS:
+        from ppdm.service import ledger_verify
+
+        return getattr(ledger_verify, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

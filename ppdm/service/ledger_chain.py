@@ -15,7 +15,7 @@ import logging
 import os
 import sqlite3
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,11 @@ log = logging.getLogger(__name__)
 LEDGER_SCHEMA = "ppdm.ledger/2"
 _OLD_SCHEMA = "ppdm.ledger/1"  # state not yet chained: migrated on first open
 GENESIS = "0" * 64
+# The peer_heads table as the LedgerHeads call pages it (:mod:`~ppdm.service.ledger_heads`
+# re-exports them; here, the ledger's readers have them without the signing code).
+HEAD_PAGE = 512  # heads per LedgerHeads reply
+MAX_CONFLICTS_SENT = 256  # conflicts per LedgerHeads reply (the most recent)
+MAX_HEAD_SEQ = 2**62
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -114,22 +119,6 @@ class LedgerEntry:
             "prev_hash": self.prev_hash,
             "hash": self.hash,
         }
-
-
-@dataclass(frozen=True)
-class VerifyReport:
-    """The outcome of a verification: ``ok`` and one line per problem.
-
-    ``checked`` names the peers whose held heads were compared with the chain (with how
-    many heads each), ``notes`` what was not checked or is worth knowing (an unreachable
-    peer, a benign conflict); notes do not make ``ok`` false."""
-
-    ok: bool
-    entries: int
-    problems: list[str]
-    head: str
-    checked: dict[str, int] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
 
 
 def ledger_path(settings: Any) -> Path:

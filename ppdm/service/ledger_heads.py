@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ppdm.errors import ConfigError, ProtocolError
+from ppdm.service.ledger_chain import HEAD_PAGE as HEAD_PAGE
+from ppdm.service.ledger_chain import MAX_CONFLICTS_SENT as MAX_CONFLICTS_SENT
+from ppdm.service.ledger_chain import MAX_HEAD_SEQ as MAX_HEAD_SEQ
 
-HEAD_PAGE = 512  # heads per LedgerHeads reply
-MAX_CONFLICTS_SENT = 256  # conflicts per LedgerHeads reply (the most recent)
 MAX_SIGNATURE_BYTES = 1024
-MAX_HEAD_SEQ = 2**62
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _HEAD_DOMAIN = b"ppdm.ledger-head/1\n"
 

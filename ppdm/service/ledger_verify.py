@@ -15,6 +15,7 @@ import os
 import sqlite3
 import time as _time
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,6 @@ from ppdm.errors import ConfigError
 from ppdm.service.ledger_chain import (
     _OLD_SCHEMA,
     GENESIS,
-    VerifyReport,
     _anchor_path,
     _lock_path,
     _open_ro,
@@ -39,6 +39,22 @@ from ppdm.service.ledger_heads import (
 )
 
 SHARED_LOCK_WAIT_S = 5.0  # a verify waits this long for a writer to finish its append
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """The outcome of a verification: ``ok`` and one line per problem.
+
+    ``checked`` names the peers whose held heads were compared with the chain (with how
+    many heads each), ``notes`` what was not checked or is worth knowing (an unreachable
+    peer, a benign conflict); notes do not make ``ok`` false."""
+
+    ok: bool
+    entries: int
+    problems: list[str]
+    head: str
+    checked: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 def _read_anchor(path: Path) -> tuple[dict[str, Any] | None, bool]:

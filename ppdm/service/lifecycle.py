@@ -39,11 +39,12 @@ from ppdm.service.jobstate import (
     owner_cause,
 )
 from ppdm.service.peers import NodePeers
-from ppdm.service.policy import Decision, PolicyFile
+from ppdm.service.policy import PolicyFile
 from ppdm.service.profiles import Disclosure, input_identity, input_version
 
 if TYPE_CHECKING:  # the job registry is imported by a node's first job, not its start
     from ppdm.jobs.registry import PartyContext
+    from ppdm.service.policy_decision import Decision
 
 log = logging.getLogger(__name__)
 
@@ -293,6 +294,8 @@ class JobLifecycle(NodePeers):
         except ConfigError as exc:
             # This party's own settings are unreadable (invalid TOML, a bad [data] entry):
             # a refusal by this node, recorded like any other, naming this party.
+            from ppdm.service.policy_decision import Decision
+
             decision = Decision("refuse", SETTINGS_RULE, str(exc))
             disclosure, audit = None, None
         else:

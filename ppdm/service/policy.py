@@ -58,8 +58,9 @@ any value but the safe default unless a parameter rule allows the value.
 leakage: it never looks at data, so a refusal reveals nothing about the party's data (the
 data-dependent checks, ``input_check`` and ``audit``, are the node's, with fixed reasons).
 
-This module holds the evaluation; the policy's values (rules, the decision) are
-:mod:`~ppdm.service.policy_rules`, reading and watching the file
+This module holds the evaluation; the policy's values are
+:mod:`~ppdm.service.policy_rules` (a job's rules and the decision,
+:mod:`~ppdm.service.policy_decision`), reading and watching the file
 :mod:`~ppdm.service.policy_file`; their public names are importable from here.
 """
 
@@ -67,7 +68,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ppdm.service.policy_file import (
     DEFAULT_POLICY_TOML,
@@ -81,8 +82,13 @@ from ppdm.service.policy_file import SETTLE_S as SETTLE_S
 from ppdm.service.policy_rules import STATEMENT_DEFAULTS as STATEMENT_DEFAULTS
 from ppdm.service.policy_rules import STATEMENT_KEYS as STATEMENT_KEYS
 from ppdm.service.policy_rules import DataRules as DataRules
-from ppdm.service.policy_rules import Decision, JobRules, ParamRule, Policy
+from ppdm.service.policy_rules import Policy
 from ppdm.service.profiles import SHARE_OUTPUTS, Disclosure
+
+if TYPE_CHECKING:
+    from ppdm.service.policy_decision import Decision as Decision
+    from ppdm.service.policy_decision import JobRules as JobRules
+    from ppdm.service.policy_decision import ParamRule as ParamRule
 
 __all__ = [
     "DEFAULT_POLICY_TOML",
@@ -122,6 +128,8 @@ def evaluate(
     the rate-limit window. Rules are checked in the order of ``docs/governance.md``; the
     first that refuses decides.
     """
+    from ppdm.service.policy_decision import Decision
+
     r = policy.rules(job)
 
     def refuse(rule: str, reason: str) -> Decision:
@@ -313,3 +321,14 @@ def _check_statement(
     if disclosure.record_count == "revealed" and not limits["reveal_size"]:
         return "reveal_size", "the job would reveal this party's record count or set size"
     return None
+
+
+def __getattr__(name: str) -> Any:
+    """:class:`Decision`, :class:`JobRules` and :class:`ParamRule`
+    (:mod:`~ppdm.service.policy_decision`), imported at first use: a node parses its
+    policy and serves without them."""
+    if name in ("Decision", "JobRules", "ParamRule"):
+        from ppdm.service import policy_decision
+
+        return getattr(policy_decision, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,7 +15,7 @@ import time
 import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ppdm.errors import ConfigError
 from ppdm.service.policy_rules import (
@@ -25,9 +25,11 @@ from ppdm.service.policy_rules import (
     STATEMENT_DEFAULTS,
     STATEMENT_KEYS,
     DataRules,
-    ParamRule,
     Policy,
 )
+
+if TYPE_CHECKING:
+    from ppdm.service.policy_decision import ParamRule
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +189,8 @@ def _check_common(table: Mapping[str, Any], where: str, out: dict[str, Any]) -> 
 
 
 def _param_rule(value: Any, where: str) -> ParamRule:
+    from ppdm.service.policy_decision import ParamRule  # only a policy with params tables
+
     if not isinstance(value, dict) or not value:
         raise ConfigError(
             f"{where} must be a table: {{ values = [...] }}, {{ min, max }} or {{ any = true }}"

@@ -1,7 +1,9 @@
 """The data owner's policy as values: the keys of its schema and their defaults, a rule on
 one parameter (:class:`ParamRule`), the effective rules of a job (:class:`JobRules`) and
 of a data set (:class:`DataRules`), a validated policy (:class:`Policy`) and a node's
-answer to a job (:class:`Decision`).
+answer to a job (:class:`Decision`). The rules of a job and of its parameters and the
+answer are made only for a proposed job (or a policy with ``params`` tables): they are
+:mod:`~ppdm.service.policy_decision`'s, imported from here at first use.
 
 The schema is described in :mod:`ppdm.service.policy` and ``docs/governance.md``; a policy
 file is read by :mod:`ppdm.service.policy_file`.
@@ -9,12 +11,16 @@ file is read by :mod:`ppdm.service.policy_file`.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from ppdm.service.profiles import get_profile
+
+if TYPE_CHECKING:
+    from ppdm.service.policy_decision import Decision as Decision
+    from ppdm.service.policy_decision import JobRules as JobRules
+    from ppdm.service.policy_decision import ParamRule as ParamRule
 
 #: Keys that bound a job's disclosure statement: in [defaults], [jobs.NAME] and per data
 #: set ([data.KEY] / [inputs.KEY]); the data set's value wins for jobs that read it.
@@ -69,70 +75,6 @@ _DATA_KEYS = {
 
 
 @dataclass(frozen=True)
-class ParamRule:
-    """Allowed values of one job parameter: a list of ``values``, a numeric range
-    ``[min, max]``, or ``any``."""
-
-    values: tuple[Any, ...] | None = None
-    minimum: float | None = None
-    maximum: float | None = None
-    any: bool = False
-
-    def allows(self, value: Any) -> bool:
-        if self.any:
-            return True
-        if self.values is not None:
-            return any(_same(value, v) for v in self.values)
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            return False
-        if isinstance(value, float) and not math.isfinite(value):
-            return False
-        if self.minimum is not None and value < self.minimum:
-            return False
-        return not (self.maximum is not None and value > self.maximum)
-
-    def describe(self) -> str:
-        if self.any:
-            return "any value"
-        if self.values is not None:
-            return "one of " + ", ".join(_show(v) for v in self.values)
-        lo = "" if self.minimum is None else f">= {self.minimum:g}"
-        hi = "" if self.maximum is None else f"<= {self.maximum:g}"
-        return " and ".join(x for x in (lo, hi) if x) or "a number"
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b
-    return bool(a == b)
-
-
-def _show(v: Any) -> str:
-    return "null" if v is None else repr(v).lower() if isinstance(v, bool) else repr(v)
-
-
-@dataclass(frozen=True)
-class JobRules:
-    """The effective rules of one job (defaults overlaid with its ``[jobs.NAME]`` table)."""
-
-    allow: bool
-    initiators: tuple[str, ...]
-    co_parties: tuple[str, ...]
-    min_parties: int
-    max_parties: int
-    consent: bool
-    consent_timeout_s: float
-    results: str
-    rate_jobs: int
-    rate_per_s: float
-    colluders: int
-    audit: bool = True
-    params: Mapping[str, ParamRule] = field(default_factory=dict)
-    #: The bounds on the disclosure statement (:data:`STATEMENT_KEYS`).
-    statement: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class DataRules:
     jobs: tuple[str, ...] = ("*",)
     columns: tuple[str, ...] | None = None
@@ -158,6 +100,8 @@ class Policy:
     notify_timeout_s: float = 10.0
 
     def rules(self, job: str) -> JobRules:
+        from ppdm.service.policy_decision import JobRules
+
         d = {**self.defaults, **{k: v for k, v in self.jobs.get(job, {}).items() if k != "params"}}
         listed = self.defaults["jobs"]
         known = get_profile(job) is not None
@@ -186,25 +130,12 @@ class Policy:
         return self.data.get(key, DataRules())
 
 
-@dataclass(frozen=True)
-class Decision:
-    """A node's answer to a job: ``accept``, ``pending`` (owner approval needed) or
-    ``refuse``; ``rule`` names the deciding rule and ``reason`` explains it without data."""
+def __getattr__(name: str) -> Any:
+    """:class:`ParamRule`, :class:`JobRules` and :class:`Decision`, from
+    :mod:`~ppdm.service.policy_decision` at first use (a node's start does not create
+    them)."""
+    if name in ("Decision", "JobRules", "ParamRule"):
+        from ppdm.service import policy_decision
 
-    outcome: Literal["accept", "pending", "refuse"]
-    rule: str = ""
-    reason: str = ""
-    expires_s: float = 0.0
-    results: str = "members"
-    colluders: int = 1
-    audit: bool = True
-    #: The audit's bounds for the data set the job reads (``epsilon_budget``,
-    #: ``max_probes``), after the data set's own rules.
-    limits: Mapping[str, Any] = field(default_factory=dict)
-    #: The local cause of a data-dependent refusal (a typo in ``[data]``, a database that
-    #: is down): shown to this node's own owner only, never sent to a peer.
-    cause: str = ""
-
-    @property
-    def refused(self) -> bool:
-        return self.outcome == "refuse"
+        return getattr(policy_decision, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,8 +2,9 @@
 
 The command line imports the one command module that registers ``party`` (not every
 command's module); the node imports the job registry, the disclosure audit's exact
-arithmetic (``fractions``), the CSV reader, the IDNA codec and the ``[data]`` sources'
-checks (``ppdm.sources``) only when something needs them, not before it serves. Checked
+arithmetic (``fractions``), the CSV reader, the IDNA codec, the ``[data]`` sources'
+checks (``ppdm.sources``), a job's rules and decision, signed ledger heads and the
+ledger's checks only when something needs them, not before it serves. Checked
 by the modules a fresh interpreter running the real command has loaded when it logs
 "serving", not by timing (the speed goal is printed by ``python benchmarks/startup.py``).
 """
@@ -64,6 +65,9 @@ NOT_BEFORE_SERVING = (
     "csv",  # a job's data file header, at the first job that reads one
     "encodings.idna",  # the port check on an address literal needs no codec
     "ppdm.sources",  # the [data] entries' check, at start when there are entries
+    "ppdm.service.policy_decision",  # a job's rules and the decision, at the first job
+    "ppdm.service.ledger_heads",  # signing and checking heads, at the first job
+    "ppdm.service.ledger_verify",  # the ledger's checks, when asked for
 )
 
 
