@@ -11,6 +11,13 @@ before the packed leaf tables, pair triples and tight bit length of issue 25, it
 comparison; quick: 3.9 s, 2.2 s CPU, 85.3 MB for 11); each goal cell also gives the
 ratio reached, that figure over this run's (``*_ratio_vs_before`` in the JSON).
 
+Later figures on the same machine (A/B runs of one working tree, the full set at a load
+average near 4): KK13 leaves, 823 B per comparison and 266 MB (quick: 827 B, 32.7 MB);
+with the tree's triples from KK13 OTs and the 16 dead KK13 columns not sent, 738.5 B and
+239 MB (quick: 742 B, 29.4 MB), for 13 to 20 % more CPU (means of interleaved runs: 6.4
+-> 7.2 s over three pairs, quick 1.5 -> 1.8 s over six: KK13's sender hashes 16 keys
+for every four triples).
+
 Every run checks its own result against a plain Lloyd on the pooled data (numpy, ties to
 the lowest index, the same start and stopping rule): the same labels and iterations,
 centres within 1e-9. scikit-learn computes distances as ``|c|^2 - 2 x.c`` and breaks the

@@ -18,8 +18,12 @@ tree):
    packed to bytes). For ``m = 4`` (batches of 256 leaves or more, in a session not
    checked against a malicious receiver) that OT is one KK13 random 1-out-of-16 OT
    (Kolesnikov and Kumaresan, CRYPTO 2013, as in CrypTFlow2's leaves;
-   :mod:`ppdm.protocols.ot.kk13`: 32 bytes of ``u``); otherwise Naor-Pinkas from ``m``
-   IKNP random OTs (as :mod:`ppdm.protocols.ot.one_of_n`, 16 bytes each).
+   :mod:`ppdm.protocols.ot.kk13`: 30 bytes of ``u``); otherwise Naor-Pinkas from ``m``
+   IKNP random OTs (as :mod:`ppdm.protocols.ot.one_of_n`, 16 bytes each). The path
+   follows the leaf count, so the ``y_party`` sends its count ahead of its ``u`` and the
+   ``x_party`` checks it before its first OT (``cmp/leaf-count``): batches of different
+   lengths end in a :class:`~ppdm.errors.ProtocolError` at once, not in two parties
+   waiting on different steps.
 2. Combine adjacent blocks (``hi``, ``lo``) up a binary tree:
    ``lt = lt_hi XOR (eq_hi AND lt_lo)``, ``eq = eq_hi AND eq_lo``. The first level
    costs no triple and no round: its two ANDs multiply a function of the ``y_party``'s
@@ -27,11 +31,14 @@ tree):
    ``a``, ``b`` the cross terms ``b eq_hi`` and ``a lt_lo`` (``a eq_lo``) are two more
    entry bits of the ``hi`` and ``lo`` tables, masked with fresh random bits
    (:func:`_first_level_tables`; 4-bit entries instead of 2). Above it, ANDs of
-   XOR-shared bits use Beaver multiplication triples made from two random OTs each
-   (one in each direction, no corrections; Asharov et al. CCS 2013, section 5; Demmler
-   et al., ABY, NDSS 2015). The two ANDs of a node share the operand ``eq_hi``, so they
-   share one "pair triple" ``(a, b, b', ab, ab')``: ``eq_hi`` is masked and opened
-   once, and the pair costs the two random OTs of one triple (each OT carries two bits).
+   XOR-shared bits use Beaver multiplication triples whose cross terms come from random
+   OTs, one in each direction (:mod:`ppdm.protocols.bit_triples`; Asharov et al. CCS
+   2013, section 5; Demmler et al., ABY, NDSS 2015): with 4-bit blocks and batches of
+   1,024 triples or more, one KK13 1-out-of-16 OT (30 bytes of ``u`` and a 15-byte
+   table) carries the cross terms of four triples, otherwise an IKNP OT (16 bytes) each.
+   The two ANDs of a node share the operand ``eq_hi``, so they share one "pair triple"
+   ``(a, b, b', ab, ab')``: ``eq_hi`` is masked and opened once, and the pair costs the
+   cross terms of one triple (each OT carries two lanes).
 3. ``[x >= y] = 1 XOR [x < y]``; the shares are exchanged (or sent to one party).
 
 :func:`secure_argmin` -- for vertically partitioned k-means, where both parties hold
@@ -51,49 +58,56 @@ Security (semi-honest, two parties)
   the lowest index); the comparison bits of the tournament and the intermediate
   minima stay secret-shared. It is correct only if every distance lies in
   ``[0, 2^value_bits)``; otherwise the output is wrong (not insecure).
-- Bad messages (wrong dtype, shape, point) raise :class:`~ppdm.errors.ProtocolError`.
+- The triples' KK13 tables show the receiver nothing beyond its share (the argument
+  is in :mod:`ppdm.protocols.bit_triples`).
+- Bad messages (wrong dtype, shape, point) and a peer's batch of another length raise
+  :class:`~ppdm.errors.ProtocolError`.
 
 Cost per ``l``-bit comparison with ``m``-bit blocks (``q = ceil(l/m)`` leaves,
 ``q' = ceil(q/2)`` nodes after the first level): ``q`` 1-out-of-``2^m`` OTs (for
-``m = 4`` one KK13 OT each, 32 bytes of ``u``; otherwise ``m`` IKNP OTs, ``16 m``
+``m = 4`` one KK13 OT each, 30 bytes of ``u``; otherwise ``m`` IKNP OTs, ``16 m``
 bytes) plus ``q * 2^m / 2`` bytes of packed 4-bit tables, ``q' - 1`` tree nodes with
-a (pair) triple of 2 random OTs (2 x 16 bytes) and 3/8 byte per party to open (2/8 at
-the root); about ``40 q + 32 (q' - 1)``: ``~0.42 KB`` for ``l = 32`` and ``~0.82 KB``
-for the 57-bit comparisons of vertical k-means on digits (measured 823 bytes per
-comparison with its multiplexers, 1,271 with four IKNP OTs a leaf; ``~0.67 KB`` for
-``l = 32`` then, ``~0.8 KB`` with a triple per node, ``~1.2 KB`` before the pair
-triples and packed tables).
-Rounds: 2 messages for the leaf OTs + one random-OT message each way for the triples +
-``ceil(log2 q) - 1`` AND levels + 1 to reveal. An ``OTSession`` passed in amortizes the
-2 x 128 IKNP base OTs and KK13's set-up (256 random IKNP OTs, 4 KiB, one round trip
-more, the first time a batch has ``_KK13_MIN_LEAVES`` leaves; smaller batches keep
-Naor-Pinkas).
+a (pair) triple, two cross terms of ``(30 + 15) / 4`` bytes (KK13) or 16 bytes
+(IKNP), and 3/8 byte per party to open (2/8 at the root); with KK13 about
+``38 q + 22.5 (q' - 1)``: ``~0.37 KB`` for ``l = 32`` and ``~0.73 KB`` for the 57-bit
+comparisons of vertical k-means on digits with its multiplexers (measured: see
+``benchmarks/kmeans.py``; 823 bytes with IKNP triples and 32-byte ``u``, 1,271 with four
+IKNP OTs a leaf; ``~0.67 KB`` for ``l = 32`` then, ``~0.8 KB`` with a triple per node,
+``~1.2 KB`` before the pair triples and packed tables).
+Rounds: 2 messages for the leaf OTs + one random-OT message each way for the triples
+(KK13's tables travel with the first AND's openings) + ``ceil(log2 q) - 1`` AND levels
++ 1 to reveal. An ``OTSession`` passed in amortizes the 2 x 128 IKNP base OTs and
+KK13's set-up (256 random IKNP OTs, 4 KiB, one round trip more, per direction: the
+leaves' the first time a batch has ``_KK13_MIN_LEAVES`` leaves, smaller batches keep
+Naor-Pinkas; the other the first time the triples use KK13).
 """
 
 from __future__ import annotations
 
 import collections
 import functools
-import secrets
 
 import numpy as np
 
 from ppdm.errors import ProtocolError
 from ppdm.parties.network import Network
+from ppdm.protocols.bit_triples import STEP_AND as STEP_AND  # re-exported
+from ppdm.protocols.bit_triples import STEP_REVEAL as STEP_REVEAL
+from ppdm.protocols.bit_triples import BitEngine as _BitEngine
+from ppdm.protocols.bit_triples import random_bits as _random_bits
 from ppdm.protocols.dot_product_ot import check_two_party_roles
-from ppdm.protocols.ot.bits import pack, unpack
 from ppdm.protocols.ot.extension import OTSession
 
 __all__ = ["secure_argmin", "secure_ge", "secure_ge_shares"]
 
-STEP_AND = "cmp/and"
-STEP_REVEAL = "cmp/reveal"
 STEP_INDEX = "argmin/index"
 STEP_LEAF = "cmp/leaves"
+#: The ``y_party``'s leaf count, sent before its leaf OTs (:func:`_check_leaf_count`).
+STEP_LEAF_COUNT = "cmp/leaf-count"
 _LEAF_BATCH = 8 << 20  # bytes of random-OT output per side per leaf batch
 _KK13_BITS = 4  # blocks of this many bits use KK13 1-out-of-16 OTs ...
 #: ... from this many leaves in a batch up: below it the 4 KiB of KK13's set-up (256
-#: random IKNP OTs, once per session) would cost more than its 32 bytes a leaf save.
+#: random IKNP OTs, once per session) would cost more than its 34 bytes a leaf save.
 _KK13_MIN_LEAVES = 256
 _KK13_WINDOW = 8  # leaf batches whose u the receiver sends before it reads their tables
 
@@ -103,10 +117,6 @@ def _use_kk13(session: OTSession, m: int, count: int) -> bool:
     in a session checked against a malicious receiver (KOS15): KK13 here has no such
     check, so those leaves keep the checked IKNP OTs."""
     return m == _KK13_BITS and count >= _KK13_MIN_LEAVES and not session.malicious_receiver
-
-
-def _random_bits(n: int) -> np.ndarray:
-    return unpack(np.frombuffer(secrets.token_bytes((n + 7) // 8), dtype=np.uint8), n)
 
 
 def _as_unsigned(values: np.ndarray, bits: int, signed: bool) -> np.ndarray:
@@ -127,142 +137,6 @@ def _as_unsigned(values: np.ndarray, bits: int, signed: bool) -> np.ndarray:
     return v.astype(np.uint64)
 
 
-class _BitEngine:
-    """XOR-shared bit arithmetic between two parties: Beaver ANDs from OT triples."""
-
-    def __init__(self, session: OTSession) -> None:
-        self.session = session
-        self.net = session.net
-        self.peer = session.peer
-        self.first = session.is_first
-        self._a = self._b = self._c = np.zeros(0, dtype=np.uint8)
-        #: Pair triples ``(a, b, b', a AND b, a AND b')`` for two ANDs with one operand
-        #: in common (:meth:`and_pair`), one row each.
-        self._pairs = np.zeros((0, 5), dtype=np.uint8)
-        #: Triples (and pair triples) the next batch makes for later comparisons (no
-        #: round trip of theirs).
-        self.ahead = 0
-        self.ahead_pairs = 0
-
-    def make_triples(self, count: int, pairs: int = 0) -> None:
-        """Hold at least ``count`` bit triples ``(a, b, c = a AND b)`` and ``pairs`` pair
-        triples, XOR-shared: those made ahead are used first; otherwise one batch of
-        random OTs each way (:func:`_rot_triples`) makes the missing ones plus
-        :attr:`ahead` and :attr:`ahead_pairs` more. Both parties make the same calls, so
-        their buffers agree."""
-        held, held_pairs = len(self._a), len(self._pairs)
-        if held >= count and held_pairs >= pairs:
-            return
-        count = max(count - held, 0) + self.ahead
-        pairs = max(pairs - held_pairs, 0) + self.ahead_pairs
-        self.ahead = self.ahead_pairs = 0
-        single, double = _rot_triples(self.session, count, pairs)
-        self._a = np.concatenate([self._a, single[:, 0]])
-        self._b = np.concatenate([self._b, single[:, 1]])
-        self._c = np.concatenate([self._c, single[:, 2]])
-        self._pairs = np.concatenate([self._pairs, double])
-
-    def _take(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if len(self._a) < n:
-            raise RuntimeError("not enough multiplication triples")  # pragma: no cover
-        out = self._a[:n], self._b[:n], self._c[:n]
-        self._a, self._b, self._c = self._a[n:], self._b[n:], self._c[n:]
-        return out
-
-    def and_(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """Shares of ``x AND y`` for shared bit vectors of equal length."""
-        n = len(x)
-        a, b, c = self._take(n)
-        e = x ^ a
-        f = y ^ b
-        self.net.send(self.peer, STEP_AND, pack(np.concatenate([e, f])))
-        got = self.net.receive(self.peer, STEP_AND, expect=np.ndarray)
-        want = ((2 * n + 7) // 8,)
-        if got.dtype != np.uint8 or got.shape != want:
-            raise ProtocolError(
-                self.peer, STEP_AND, f"expected {want[0]} packed bytes, got {got.dtype}{got.shape}"
-            )
-        both = unpack(got, 2 * n)
-        ee = e ^ both[:n]
-        ff = f ^ both[n:]
-        z = c ^ (ee & b) ^ (ff & a)
-        if self.first:
-            z ^= ee & ff
-        return z
-
-    def and_pair(
-        self, x: np.ndarray, y: np.ndarray, z: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Shares of ``x AND y`` and ``x AND z`` from one pair triple per position: ``x``
-        is masked once (``e = x XOR a``), so the two ANDs open three bits, not four,
-        and their triples cost two random OTs, not four."""
-        n = len(x)
-        if len(self._pairs) < n:
-            raise RuntimeError("not enough pair triples")  # pragma: no cover
-        t, self._pairs = self._pairs[:n], self._pairs[n:]
-        a, b, b2, c, c2 = t[:, 0], t[:, 1], t[:, 2], t[:, 3], t[:, 4]
-        e = x ^ a
-        f = y ^ b
-        g = z ^ b2
-        self.net.send(self.peer, STEP_AND, pack(np.concatenate([e, f, g])))
-        got = self.net.receive(self.peer, STEP_AND, expect=np.ndarray)
-        want = ((3 * n + 7) // 8,)
-        if got.dtype != np.uint8 or got.shape != want:
-            raise ProtocolError(
-                self.peer, STEP_AND, f"expected {want[0]} packed bytes, got {got.dtype}{got.shape}"
-            )
-        opened = unpack(got, 3 * n)
-        ee = e ^ opened[:n]
-        ff = f ^ opened[n : 2 * n]
-        gg = g ^ opened[2 * n :]
-        xy = c ^ (ee & b) ^ (ff & a)
-        xz = c2 ^ (ee & b2) ^ (gg & a)
-        if self.first:
-            xy ^= ee & ff
-            xz ^= ee & gg
-        return xy, xz
-
-    def open(self, share: np.ndarray, *, to: str | None = None) -> np.ndarray | None:
-        """Reveal shared bits to both parties (``to=None``) or to party ``to``."""
-        n = len(share)
-        if to is None or to == self.peer:
-            self.net.send(self.peer, STEP_REVEAL, pack(share))
-        if to is None or to == self.net.me:
-            got = self.net.receive(self.peer, STEP_REVEAL, expect=np.ndarray)
-            if got.dtype != np.uint8 or got.shape != ((n + 7) // 8,):
-                raise ProtocolError(self.peer, STEP_REVEAL, "shares have the wrong shape")
-            return share ^ unpack(got, n)
-        return None
-
-
-def _rot_triples(session: OTSession, count: int, pairs: int) -> tuple[np.ndarray, np.ndarray]:
-    """XOR shares of ``count`` bit triples ``(a, b, a AND b)`` and ``pairs`` pair triples
-    ``(a, b, b', a AND b, a AND b')``, from one batch of random OTs each way (one
-    ``u`` message per direction, no corrections; Asharov et al. CCS 2013, section 5,
-    with random OTs as in Demmler et al., ABY, NDSS 2015).
-
-    Every party chooses its ``a`` with :func:`_random_bits` and uses it as its choice
-    bits as the receiver; as the sender its ``b`` (and ``b'``) are the XOR of its two
-    random-OT outputs, so the receiver's output and the sender's first output are XOR
-    shares of ``a_receiver AND b_sender``: the cross terms of ``(a_0 + a_1)(b_0 + b_1)``.
-    Returns ``(count, 3)`` and ``(pairs, 5)`` uint8 arrays."""
-    total = count + pairs
-    if not total:
-        return np.zeros((0, 3), dtype=np.uint8), np.zeros((0, 5), dtype=np.uint8)
-    session.setup_both()
-    a = _random_bits(total)
-    theirs = session.receiver.random(a, length=1)[:, 0]  # a_me AND b_peer, shared
-    x0, x1 = session.sender.random(total, length=1)
-    b = (x0[:, 0] ^ x1[:, 0]) & 3  # two lanes: b and b'
-    c = (a * np.uint8(3)) & b ^ (theirs & 3) ^ (x0[:, 0] & 3)
-    single = np.stack([a[:count], b[:count] & 1, c[:count] & 1], axis=1)
-    rest = slice(count, total)
-    double = np.stack(
-        [a[rest], b[rest] & 1, b[rest] >> 1, c[rest] & 1, c[rest] >> 1], axis=1
-    ).astype(np.uint8)
-    return single.astype(np.uint8), double
-
-
 def _tree_triples(q: int, n: int) -> tuple[int, int]:
     """The single and the pair triples of the AND tree over ``q`` leaves for ``n``
     comparisons: none for the first level (its ANDs ride in the leaf tables,
@@ -280,6 +154,21 @@ def _tree_triples(q: int, n: int) -> tuple[int, int]:
     return single * n, double * n
 
 
+def _check_leaf_count(engine: _BitEngine, count: int) -> None:
+    """The ``x_party`` reads the ``y_party``'s leaf count before its first leaf OT and
+    stops at once if it is not its own: the two would otherwise pick different OTs
+    (:func:`_use_kk13` decides by the count) and wait on different steps until the job
+    times out. The ``y_party`` sends it just before its ``u``, so no hop is added; the
+    reason names no count (the peer's log gets a fixed text)."""
+    got = engine.net.receive(engine.peer, STEP_LEAF_COUNT, expect=np.ndarray)
+    if got.dtype != np.uint64 or got.shape != (1,):
+        raise ProtocolError(engine.peer, STEP_LEAF_COUNT, "expected one uint64 leaf count")
+    if int(got[0]) != count:
+        raise ProtocolError(
+            engine.peer, STEP_LEAF_COUNT, "the peer's batch has another number of leaves"
+        )
+
+
 def _leaf_send(engine: _BitEngine, packed: np.ndarray, m: int, width: int = 2) -> None:
     """Sender of the leaves' 1-out-of-``2^m`` OTs of ``width``-bit entries: ``packed`` is
     ``(count, L)`` tables of ``2^m`` entries packed ``8 / width`` to a byte
@@ -293,6 +182,7 @@ def _leaf_send(engine: _BitEngine, packed: np.ndarray, m: int, width: int = 2) -
     entries whose bit ``j`` is set taken from its output 1 (:func:`_lane_masks`),
     computed on the widest words that divide ``L``."""
     count, length = packed.shape
+    _check_leaf_count(engine, count)
     if _use_kk13(engine.session, m, count):
         _kk13_leaf_send(engine, packed, width)
         return
@@ -317,6 +207,7 @@ def _leaf_receive(engine: _BitEngine, choices: np.ndarray, m: int, width: int = 
     """Receiver of :func:`_leaf_send`: the chosen ``width``-bit entries, ``(count,)``
     uint8."""
     count = len(choices)
+    engine.net.send(engine.peer, STEP_LEAF_COUNT, np.array([count], dtype=np.uint64))
     if _use_kk13(engine.session, m, count):
         return _kk13_leaf_receive(engine, choices, width)
     size = 1 << m
@@ -514,6 +405,8 @@ def _compare_core(
     width = 4 if pairs else 2
     shifts = np.array([m * (q - 1 - j) for j in range(q)], dtype=np.uint64)
     blocks = (values[:, None] >> shifts[None, :]) & np.uint64(size - 1)  # (n, q), MSB first
+    # The tree's triples use KK13 OTs only where its leaves do (4-bit blocks).
+    engine.kk13 = engine.kk13 and m == _KK13_BITS
     if net.me == x_party:
         r_lt = _random_bits(n * q).reshape(n, q)
         r_eq = _random_bits(n * q).reshape(n, q)

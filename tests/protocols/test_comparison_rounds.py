@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ppdm.parties.local import simulate
-from ppdm.protocols import comparison
+from ppdm.protocols import bit_triples, comparison
 from ppdm.protocols.comparison import secure_argmin
 
 
@@ -26,14 +26,20 @@ def test_one_triple_batch_per_argmin(monkeypatch, n, k):
     alice, bob = _shares(d, k)
     calls: dict[str, int] = {}
     lock = threading.Lock()
-    original = comparison._rot_triples
 
-    def counted(session, *args, **kwargs):
-        with lock:
-            calls[session.net.me] = calls.get(session.net.me, 0) + 1
-        return original(session, *args, **kwargs)
+    def counted(name):
+        original = getattr(bit_triples, name)
 
-    monkeypatch.setattr(comparison, "_rot_triples", counted)
+        def make(session, *args, **kwargs):
+            with lock:
+                calls[session.net.me] = calls.get(session.net.me, 0) + 1
+            return original(session, *args, **kwargs)
+
+        return make
+
+    # Either kind of batch counts (57 x 10 uses KK13: 285 comparisons x 7 triples).
+    monkeypatch.setattr(bit_triples, "_rot_triples", counted("_rot_triples"))
+    monkeypatch.setattr(bit_triples, "_kk13_triples", counted("_kk13_triples"))
 
     def party(net, mine):
         peer = "bob" if net.me == "alice" else "alice"
@@ -80,14 +86,25 @@ def test_first_tree_level_rides_in_the_leaf_tables(monkeypatch, bits, rounds):
 
 
 @pytest.mark.parametrize(
-    ("block_bits", "u_per_leaf", "table_per_leaf", "triples"), [(4, 32, 8, 7), (3, 48, 4, 9)]
+    ("block_bits", "u_per_leaf", "table_per_leaf", "triples"), [(4, 30, 8, 7), (3, 48, 4, 9)]
 )
-def test_leaf_bytes(block_bits, u_per_leaf, table_per_leaf, triples):
-    """Issue 25, item 4: a 4-bit leaf is one KK13 1-out-of-16 OT, 32 bytes of ``u`` (256
-    code bits per OT) where four IKNP OTs sent 64, plus its packed table of 16 4-bit
-    entries (8 bytes). Other block sizes keep Naor-Pinkas: ``m`` IKNP OTs of 16 bytes
+def test_leaf_and_triple_bytes(block_bits, u_per_leaf, table_per_leaf, triples):
+    """Issue 25, item 4: a 4-bit leaf is one KK13 1-out-of-16 OT, 30 bytes of ``u`` (the
+    240 of its 256 code columns that are not zero in every codeword) where four IKNP OTs
+    sent 64, plus its packed table of 16 4-bit entries (8 bytes). Other block sizes keep Naor-Pinkas: ``m`` IKNP OTs of 16 bytes
     (3-bit blocks: 48 bytes) and 8 4-bit entries (4 bytes). 57-bit values: ``q = 15``
-    (``19``) leaves, the 4-bit ones in a multiple of 64 OTs (no padding)."""
+    (``19``) leaves, the 4-bit ones in a multiple of 64 OTs (no padding).
+
+    The tree's triples (_tree_triples: after the first level 8 nodes for 15 leaves,
+    4 + 2 + 1 ANDs; 10 for 19, 5 + 2 + 1 + 1) need one cross term each way per triple.
+    With 4-bit blocks they come from KK13 OTs, four cross terms an OT
+    (ppdm.protocols.bit_triples): 7 x 640 = 4,480 a direction, 1,120 OTs (1,152 after
+    padding to 64) of 30 bytes of ``u`` plus 15 table bytes (cmp/triples), against
+    16 bytes of IKNP ``u`` a cross term before (7 x 32 = 224 bytes a comparison, now
+    2 x 7/4 x 30 = 105 of ``u`` and 2 x 7/4 x 15 = 52.5 of tables). Both KK13
+    directions are set up from 256 random IKNP OTs each (16 bytes of ``u`` apiece).
+    With 3-bit blocks the triples stay on IKNP, a 16-byte random OT each way, in the
+    same direction as the 3 IKNP OTs of every leaf."""
     n = 640
     rng = np.random.default_rng(block_bits)
     x = rng.integers(0, 2**57, n, dtype=np.uint64)
@@ -102,29 +119,34 @@ def test_leaf_bytes(block_bits, u_per_leaf, table_per_leaf, triples):
     sim = simulate(party, {"alice": x, "bob": y}, timeout=120)
     assert sim.results["alice"].tolist() == (x >= y).tolist()
     leaves = n * -(-57 // block_bits)
-    steps = {s["step"]: s for p in ("alice", "bob") for s in sim.metrics[p] if s["bytes_sent"]}
+    sent = {(p, s["step"]): s for p in ("alice", "bob") for s in sim.metrics[p] if s["bytes_sent"]}
 
-    def payload(step: str, want: int) -> None:
-        got = steps[step]
+    def payload(party: str, step: str, want: int) -> None:
+        got = sent[party, step]
         # The protobuf envelope adds at most ~100 bytes a message.
         assert want <= got["bytes_sent"] <= want + 128 * got["messages_sent"], step
 
-    payload("cmp/leaves", table_per_leaf * leaves)
-    # The tree's triples (_tree_triples: after the first level 8 nodes for 15 leaves,
-    # 4 + 2 + 1 ANDs; 10 for 19, 5 + 2 + 1 + 1), a 16-byte random OT each way per
-    # triple; the 3-bit leaves add 3 IKNP OTs per leaf in the same direction.
+    payload("alice", "cmp/leaves", table_per_leaf * leaves)
     triples *= n
     if block_bits == 4:
-        payload("ot/kk13/alice>bob/u", u_per_leaf * leaves)
-        payload("ot/iknp/alice>bob/u", 16 * triples)
+        ots = -(-triples // 4)
+        padded = -(-ots // 64) * 64
+        payload("bob", "ot/kk13/alice>bob/u", u_per_leaf * leaves + 30 * padded)
+        payload("alice", "ot/kk13/bob>alice/u", 30 * padded)
+        payload("alice", "cmp/triples", 15 * ots)
+        payload("bob", "cmp/triples", 15 * ots)
+        payload("bob", "ot/iknp/alice>bob/u", 16 * 256)
+        payload("alice", "ot/iknp/bob>alice/u", 16 * 256)
     else:
-        assert not any(s.startswith("ot/kk13/") for s in steps)
-        payload("ot/iknp/alice>bob/u", u_per_leaf * leaves + 16 * triples)
+        assert not any(step.startswith("ot/kk13/") for _, step in sent)
+        assert not any(step == "cmp/triples" for _, step in sent)
+        payload("bob", "ot/iknp/alice>bob/u", u_per_leaf * leaves + 16 * triples)
+        payload("alice", "ot/iknp/bob>alice/u", 16 * triples)
 
 
 @pytest.mark.parametrize(("n", "kk13"), [(17, False), (18, True)])
 def test_kk13_from_256_leaves(n, kk13):
-    """KK13's set-up (256 random IKNP OTs, 4 KiB) pays from 256 leaves up (32 bytes saved
+    """KK13's set-up (256 random IKNP OTs, 4 KiB) pays from 256 leaves up (34 bytes saved
     a leaf): 17 comparisons of 57 bits have 255 leaves and keep Naor-Pinkas, 18 have 270.
     Same result either way."""
     rng = np.random.default_rng(n)
@@ -182,7 +204,8 @@ def test_kk13_leaf_batches_take_one_round_trip(monkeypatch):
     four, hops_four = run()
     monkeypatch.setattr(comparison, "_LEAF_BATCH", 32 * 100)  # 100 leaves a batch
     thirty, hops_thirty = run()
-    assert (one, four, thirty) == (1, 4, 30)
+    # One more u message each: the tree's triples (200 x 7 = 1,400 cross terms, on KK13).
+    assert (one, four, thirty) == (2, 5, 31)
     assert hops_four == hops < hops_thirty
 
 

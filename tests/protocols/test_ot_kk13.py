@@ -20,6 +20,7 @@ from ppdm.protocols.ot.extension import OTSession
 from ppdm.protocols.ot.kk13 import (
     CHOICES,
     CODE_BITS,
+    LIVE_BITS,
     TWEAK_BLOCK,
     KK13Receiver,
     KK13Sender,
@@ -72,6 +73,43 @@ def test_walsh_hadamard_codewords():
             diff = bits[a] ^ bits[b]
             assert diff.sum() == 128  # minimum distance kappa
             assert diff[:128].sum() == diff[128:].sum() == 64  # the two hashed halves
+
+
+def test_the_dead_columns_are_not_sent():
+    """Issue 25, item 4 (review): for choices below 16, ``C(v)_i = parity(v AND i)`` is
+    zero in the 16 columns ``i = 0 mod 16``, so those ``u`` rows carried nothing; ``u``
+    has the other 240 rows (30 bytes an OT, not 32). Every two codewords still differ in
+    128 of them, 64 in each hashed half, so the 15 other keys still hide 128 unknown bits
+    of ``s`` (64 a half)."""
+    bits = unpack(codewords(), CODE_BITS).astype(int)
+    dead = np.arange(CODE_BITS) % 16 == 0
+    assert LIVE_BITS == 240 and not bits[:, dead].any()
+    for a in range(CHOICES):
+        for b in range(a):
+            diff = (bits[a] ^ bits[b]) & ~dead
+            assert diff[:128].sum() == diff[128:].sum() == 64
+    r = _choices(4, 130)
+    seen: list = []
+
+    def party(net, _):
+        if net.me == "alice":
+            original = net.receive
+
+            def receive(frm, step, **kw):
+                value = original(frm, step, **kw)
+                seen.append(value)
+                return value
+
+            net.receive = receive
+            return KK13Sender.setup(net, "bob").random(len(r))
+        return KK13Receiver.setup(net, "alice").random(r)
+
+    sim = simulate(party, {"alice": None, "bob": None}, timeout=60)
+    _check_keys(sim.results["alice"], sim.results["bob"], r)
+    (u,) = [v for v in seen if isinstance(v, np.ndarray) and v.shape[0] == LIVE_BITS]
+    assert u.shape == (240, 192 // 8)  # 130 OTs padded to 192
+    sent = {s["step"]: s["bytes_sent"] for s in sim.metrics["bob"]}
+    assert 30 * 192 <= sent[U_STEP] <= 30 * 192 + 128
 
 
 def test_hash_is_the_chained_tccr():
@@ -285,6 +323,13 @@ def test_ot_session_sets_kk13_up_once_per_direction():
 # The sender's view, from the attacker's side -----------------------------------------------
 
 
+def _full(u: np.ndarray) -> np.ndarray:
+    """The 240 ``u`` rows sent, back in their 256 columns (zero rows where i = 0 mod 16)."""
+    full = np.zeros((CODE_BITS, u.shape[1]), dtype=np.uint8)
+    full[np.arange(CODE_BITS) % CHOICES != 0] = u
+    return full
+
+
 def _sender_view(choices, monkeypatch):
     """What alice (the sender) holds after the OTs: every ``u`` row it received, its own
     ``q`` rows and ``s``."""
@@ -312,7 +357,7 @@ def _sender_view(choices, monkeypatch):
     # No check of the keys here (the tests above do it): the predictors alone decide.
     _, _, sender = _run(choices, network=net)
     n = len(choices)
-    u_rows = np.concatenate([transpose_bits(u)[:n] for u in seen])  # (n, 32): row j's u bits
+    u_rows = np.concatenate([transpose_bits(_full(u))[:n] for u in seen])  # (n, 32): row j's u
     return u_rows, np.concatenate(qs), sender._s_bits.astype(bool)
 
 
@@ -340,9 +385,11 @@ def test_sender_view_predicts_choices_at_chance(monkeypatch):
     plain = (_decode(u, np.ones(CODE_BITS, bool)) == r).mean()
     stateful = (_decode(u ^ q, ~s) == r).mean()
     assert plain < CHANCE_BOUND and stateful < CHANCE_BOUND
-    # The u rows look uniform: every column about half ones.
+    # The u rows look uniform: every column sent about half ones (the 16 dead ones are
+    # not sent: zero here).
     ones = unpack(u, CODE_BITS).mean(axis=0)
-    assert np.all(np.abs(ones - 0.5) < 0.05)
+    live = np.arange(CODE_BITS) % CHOICES != 0
+    assert np.all(np.abs(ones[live] - 0.5) < 0.05) and not ones[~live].any()
 
 
 def test_the_predictors_win_without_the_masks():

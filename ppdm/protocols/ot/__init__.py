@@ -8,7 +8,7 @@ block of distributed privacy. Modules, bottom-up:
 - :mod:`.bits`: bit packing and the vectorized 128 x m bit-matrix transpose.
 - :mod:`.base`: Chou–Orlandi base OT over secp256k1 (batched, one round trip).
 - :mod:`.kk13`: Kolesnikov–Kumaresan random 1-out-of-16 OT extension (256 base OTs,
-  32 bytes per OT; :class:`OTSession` sets it up on first use).
+  30 bytes per OT: 240 live code columns; :class:`OTSession` sets it up on first use).
 - :mod:`.extension`: IKNP extension -- random, chosen-message and correlated OT in
   chunks -- and :class:`OTSession` (both directions between two parties).
 - :mod:`.one_of_n`: Naor–Pinkas 1-out-of-N from ``log N`` 1-out-of-2 OTs; k-out-of-N.

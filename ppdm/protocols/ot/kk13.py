@@ -1,4 +1,4 @@
-"""KK13 OT extension: 1-out-of-16 random OTs for 32 bytes each, from 256 base OTs.
+"""KK13 OT extension: 1-out-of-16 random OTs for 30 bytes each, from 256 base OTs.
 
 Kolesnikov and Kumaresan, "Improved OT extension for transferring short secrets", CRYPTO
 2013 (semi-honest, section 4: IKNP with the receiver's choice bits replaced by the
@@ -11,7 +11,13 @@ the 1-out-of-2 OT distributed mining is built from.
 Code: the Walsh-Hadamard code of 8-bit messages (length 256, minimum distance 128),
 ``C(v)_i = parity(v AND i)`` for ``i < 256``; a choice ``v < 16`` uses the codeword of
 the message ``v``. Every two of these codewords differ in exactly 128 positions
-(64 in each 128-bit half: ``C(v)`` repeats a 16-bit pattern).
+(64 in each 128-bit half: ``C(v)`` repeats a 16-bit pattern). Since ``v < 16``,
+``C(v)_i`` depends on ``i mod 16`` only and is 0 in the 16 *dead* columns ``i = 0 mod
+16`` for every choice: their ``u`` rows would be ``t^i XOR G(k_i^1)`` alone and carry
+nothing, so they are not sent (both parties set ``t^i = q^i = 0`` there; the base OTs
+of those columns go unused). The 128 positions where two codewords differ are all among
+the 240 live columns, 64 in each half, so dropping the dead ones changes neither the
+distance nor the split of the chained hash below.
 
 Protocol (``G`` = AES-128-CTR, ``H`` = :func:`kk13_hash`):
 
@@ -25,9 +31,11 @@ Protocol (``G`` = AES-128-CTR, ``H`` = :func:`kk13_hash`):
    the base OTs' first message); the session tag of every hash tweak is SHA-256 of both
    (40 bits).
 2. *Extension of ``m`` OTs with choices ``r_j < 16``.* ``R`` sets ``t^i = G(k_i^0)`` and
-   sends ``u^i = t^i XOR G(k_i^1) XOR d^i`` (256 x m bits), where ``d^i`` is column
-   ``i`` of the matrix whose row ``j`` is ``C(r_j)``. ``S`` computes ``q^i = G(k_i^{s_i})
-   XOR s_i u^i = t^i XOR s_i d^i``; after one 256-column bit transpose, row ``j`` is
+   sends ``u^i = t^i XOR G(k_i^1) XOR d^i`` for the 240 live columns (240 x m bits;
+   ``t^i = 0`` in the dead ones), where ``d^i`` is column ``i`` of the matrix whose row
+   ``j`` is ``C(r_j)``. ``S`` computes ``q^i = G(k_i^{s_i})
+   XOR s_i u^i = t^i XOR s_i d^i`` (0 in the dead columns); after one 256-column bit
+   transpose, row ``j`` is
    ``q_j = t_j XOR (C(r_j) AND s)``.
 3. *Outputs.* ``S`` gets the 16 keys ``x_j^v = H(j, q_j XOR (C(v) AND s))``, ``v < 16``;
    ``R`` gets ``H(j, t_j) = x_j^{r_j}``.
@@ -47,8 +55,8 @@ meet-in-the-middle with about 2^64 work; the chain needs both halves at once (ab
 
 Security (semi-honest, two parties)
 -----------------------------------
-- ``S`` sees ``u^i``, which is ``t^i XOR d^i`` masked by the PRG output ``G(k_i^{1 -
-  s_i})`` it does not know: nothing about the choices.
+- ``S`` sees ``u^i`` of the live columns, each ``t^i XOR d^i`` masked by the PRG
+  output ``G(k_i^{1 - s_i})`` it does not know: nothing about the choices.
 - For ``v != r_j``, ``q_j XOR (C(v) AND s) = t_j XOR (C(r_j XOR v) AND s)``: ``R``
   knows ``t_j`` but not the 128 bits of ``s`` where ``C(r_j XOR v)`` is 1, so the 15
   other keys are pseudorandom to it (KK13, theorem 2, with ``H`` correlation robust).
@@ -59,7 +67,8 @@ Security (semi-honest, two parties)
   naming the peer and the step; base-OT points are validated as in
   :mod:`~ppdm.protocols.ot.base`.
 
-Cost per OT after the setup: 32 bytes ``R -> S`` (``u``), one message per chunk of at
+Cost per OT after the setup: 30 bytes ``R -> S`` (``u``: 240 live columns; 32 with the
+dead ones), one message per chunk of at
 most ``chunk`` OTs, one-way; against 64 bytes for a 1-out-of-16 OT from four IKNP OTs
 (Naor-Pinkas, :mod:`~ppdm.protocols.ot.one_of_n`). Hashing: 16 keys of 4 AES calls at
 ``S``, 4 at ``R``. Setup: 256 base OTs (Chou-Orlandi: ``33 + 33 * 256`` bytes; IKNP:
@@ -88,7 +97,14 @@ __all__ = ["CHOICES", "CODE_BITS", "KK13Receiver", "KK13Sender", "codewords", "k
 CODE_BITS = 256
 #: Messages per OT (1-out-of-``CHOICES``).
 CHOICES = 16
-#: OTs per chunk: one ``u`` message of ``32 * chunk`` bytes (8 MiB).
+#: The columns ``i`` with ``i mod 16 != 0``: the others are zero in every codeword of a
+#: choice below 16, so their ``u`` rows are not sent (module docstring).
+_LIVE = np.arange(CODE_BITS) % CHOICES != 0
+_LIVE.flags.writeable = False
+#: Columns sent per OT: ``u`` has this many rows (30 bytes an OT).
+LIVE_BITS = int(_LIVE.sum())
+_LIVE_COLUMNS = np.flatnonzero(_LIVE)
+#: OTs per chunk: one ``u`` message of ``30 * chunk`` bytes (7.5 MiB).
 DEFAULT_CHUNK = 1 << 18
 _ALIGN = 64  # the transpose works on 64-column blocks
 #: The first tweak block number of KK13's hash (module docstring).
@@ -235,11 +251,12 @@ class KK13Sender:
         self.peer = peer
         self.chunk = _check_chunk(chunk)
         self._s_bits = s_bits.astype(bool)
+        self._s_live = self._s_bits[_LIVE]
         masks = (codewords() & pack(s_bits)[None, :]).view(np.uint64)  # (16, 4)
         # C(v) AND s for every choice v, repeated for a whole hashing batch: (batch * 16,
         # 2) words per 128-bit half, row 16 j + v for the OT j of the batch.
         self._masks = [np.tile(masks[:, h : h + 2], (_HASH_BATCH, 1)) for h in (0, 2)]
-        self._streams = [AESCTRStream(bytes(k)) for k in seeds]
+        self._streams = [AESCTRStream(bytes(k)) for k in seeds[_LIVE]]
         self._session = session
         self._index = 0
 
@@ -284,16 +301,17 @@ class KK13Sender:
         padded = _pad(n)
         nbytes = padded // 8
         u = self.net.receive(self.peer, STEP_U, expect=np.ndarray)
-        if u.dtype != np.uint8 or u.shape != (CODE_BITS, nbytes):
+        if u.dtype != np.uint8 or u.shape != (LIVE_BITS, nbytes):
             raise ProtocolError(
                 self.peer,
                 f"{_prefix(self.net.me, self.peer)}/{STEP_U}",
-                f"expected a uint8 matrix of shape {(CODE_BITS, nbytes)}, got {u.dtype}{u.shape}",
+                f"expected a uint8 matrix of shape {(LIVE_BITS, nbytes)}, got {u.dtype}{u.shape}",
             )
-        g = np.empty((CODE_BITS, nbytes), dtype=np.uint8)
-        for i, stream in enumerate(self._streams):
+        # The dead columns (i = 0 mod 16) stay zero on both sides: q^i = t^i = 0.
+        g = np.zeros((CODE_BITS, nbytes), dtype=np.uint8)
+        for i, stream in zip(_LIVE_COLUMNS, self._streams, strict=True):
             g[i] = stream.read(nbytes)
-        g[self._s_bits] ^= u[self._s_bits]
+        g[_LIVE_COLUMNS[self._s_live]] ^= u[self._s_live]
         start = self._index
         self._index += padded
         return start, transpose_bits(g)[:n]
@@ -354,8 +372,8 @@ class KK13Receiver:
         self.net = net
         self.peer = peer
         self.chunk = _check_chunk(chunk)
-        self._streams0 = [AESCTRStream(bytes(k)) for k in seeds0]
-        self._streams1 = [AESCTRStream(bytes(k)) for k in seeds1]
+        self._streams0 = [AESCTRStream(bytes(k)) for k in seeds0[_LIVE]]
+        self._streams1 = [AESCTRStream(bytes(k)) for k in seeds1[_LIVE]]
         self._session = session
         self._index = 0
 
@@ -410,14 +428,15 @@ class KK13Receiver:
         for a in range(1, CHOICES):
             low = a & -a
             d[a] = d[a ^ low] ^ packed[low.bit_length() - 1]
-        t = np.empty((CODE_BITS, nbytes), dtype=np.uint8)
-        u = np.empty((CODE_BITS, nbytes), dtype=np.uint8)
-        for i in range(CODE_BITS):
-            t[i] = self._streams0[i].read(nbytes)
-            u[i] = self._streams1[i].read(nbytes)
-        u ^= t
-        rows = u.reshape(CODE_BITS // CHOICES, CHOICES, nbytes)  # row i: 16 (i // 16) + i % 16
-        rows ^= d[None]
+        t = np.zeros((CODE_BITS, nbytes), dtype=np.uint8)  # dead columns: t^i = 0
+        u = np.empty((LIVE_BITS, nbytes), dtype=np.uint8)
+        for row, i in enumerate(_LIVE_COLUMNS):
+            t[i] = self._streams0[row].read(nbytes)
+            u[row] = self._streams1[row].read(nbytes)
+            u[row] ^= t[i]
+        # Live row 15 g + k - 1 is column i = 16 g + k, k = 1 .. 15: d[k] is its code bit.
+        rows = u.reshape(CODE_BITS // CHOICES, CHOICES - 1, nbytes)
+        rows ^= d[None, 1:]
         self.net.send(self.peer, STEP_U, u)
         start = self._index
         self._index += padded
