@@ -53,6 +53,28 @@ def _workers_cpu_seconds(workers: int) -> float | None:
     return total if processes else None
 
 
+def _tree_cpu_seconds(pid: int) -> float | None:
+    """CPU seconds (user + system) of process ``pid`` and its descendants so far, reaped
+    children included (Linux ``/proc``; ``None`` elsewhere): a node and its workers."""
+    total, todo, seen = 0.0, [pid], set()
+    try:
+        while todo:
+            p = todo.pop()
+            if p in seen:
+                continue
+            seen.add(p)
+            try:
+                fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+                total += sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+                for task in Path(f"/proc/{p}/task").iterdir():
+                    todo.extend(int(c) for c in (task / "children").read_text().split())
+            except FileNotFoundError:  # a process that ended meanwhile
+                continue
+    except (OSError, ValueError, IndexError):
+        return None
+    return total
+
+
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--no-grpc", action="store_true", help="skip the gRPC dot product")
@@ -64,6 +86,7 @@ def main() -> None:
     from ppdm.protocols.paillier import (
         SHORT_EXPONENT_BITS,
         Packing,
+        PaillierPrivateKey,
         PaillierPublicKey,
         comb,
         decrypt_packed,
@@ -97,6 +120,13 @@ def main() -> None:
         _ = full.table
     finally:
         comb.SPLIT_MIN_ROOT_BITS = split_from
+    # The key owner's tables in the layout of a process that makes many encryptions (the
+    # dot product's holder at 100K: comb.comb_layout), same key.
+    window, blocks = comb.comb_layout(comb.LARGE_BATCH_MIN_POWERS)
+    large = PaillierPrivateKey(
+        PaillierPublicKey(pub.n, window=window, blocks=blocks), priv.p, priv.q, check=False
+    )
+    _ = large.random_masks(1)
     values = list(range(n_enc))
 
     phe_enc = _rate(n_phe, lambda: [phe_pub.encrypt(v) for v in values[:n_phe]])
@@ -109,6 +139,7 @@ def main() -> None:
         enc_pub_cpu = _cpu_rate(n_enc, lambda: pub.encrypt_many(values))
         enc_full_cpu = _cpu_rate(n_enc, lambda: full.encrypt_many(values))
         enc_owner_cpu = _cpu_rate(n_enc, lambda: priv.encrypt_many(values))
+        enc_owner_large_cpu = _cpu_rate(n_enc, lambda: large.encrypt_many(values))
         comb.MASK_THREADS = threads
         enc_pub_threads = _rate(n_enc, lambda: pub.encrypt_many(values))
         enc_pub_threads_cpu = _cpu_rate(n_enc, lambda: pub.encrypt_many(values))
@@ -130,8 +161,8 @@ def main() -> None:
     enc_pool_cpu = None
     if cpu_before is not None and cpu_after is not None:
         enc_pool_cpu = n_pool / (cpu_after - cpu_before + own)
-    checked = pub.encrypt_many(values[:20]) + pooled[-20:]
-    for c, v in zip(checked, values[:20] + pool_values[-20:], strict=True):
+    checked = pub.encrypt_many(values[:20]) + large.encrypt_many(values[:20]) + pooled[-20:]
+    for c, v in zip(checked, values[:20] * 2 + pool_values[-20:], strict=True):
         if priv.decrypt(c) != v:
             raise SystemExit("an encryption does not decrypt to its value")
     goal = f">= 3,000/s on 2 cores (exponent n/2 = 1024 bits, DCR only; load {load:.1f})"
@@ -239,6 +270,17 @@ def main() -> None:
     )
     report.add(
         Row(
+            "encrypt_owner_large_batch_per_cpu_s",
+            enc_owner_large_cpu,
+            "enc/CPU s",
+            enc_owner_cpu,
+            "key owner, default tables",
+            f"(key owner, tables of {blocks} x 2^{window} entries for large batches, "
+            "one thread, per CPU second)",
+        )
+    )
+    report.add(
+        Row(
             "encrypt_public_short_exponent_per_s",
             enc_short,
             "enc/s",
@@ -311,18 +353,28 @@ def main() -> None:
             tempfile.TemporaryDirectory() as tmp,
             GrpcTestbed(["alice", "bob"], tmp, timeout=300, log_level="WARNING") as bed,
         ):
+            pids = {party: proc.pid for party, proc in bed._procs.items()}
             for workers in (0, 2):
+                cpu0 = {party: _tree_cpu_seconds(pid) for party, pid in pids.items()}
                 t0 = time.perf_counter()
                 doc = bed.run_job(
                     "paillier-dot-product",
                     {"length": dot_len, "seed": 11, "bits": 1, "workers": workers},
                 )
                 wall = time.perf_counter() - t0
+                cpu: dict[str, float] = {}  # each node's CPU seconds, its workers included
+                for party, pid in pids.items():
+                    cpu1, before = _tree_cpu_seconds(pid), cpu0[party]
+                    if before is not None and cpu1 is not None:
+                        cpu[party] = round(cpu1 - before, 2)
+                        report.extra[f"dot_product_workers{workers}_{party}_cpu_s"] = cpu[party]
                 if doc["state"] != "succeeded":
                     raise SystemExit(f"dot product job failed: {doc['error']}")
                 if doc["parties"]["alice"]["result"]["values"] != [int(x @ y)]:
                     raise SystemExit("dot product job returned a wrong value")
                 label = "one process per party" if not workers else "holder with 2 workers"
+                if cpu:
+                    label += "; node CPU s: " + ", ".join(f"{q} {c:.1f}" for q, c in cpu.items())
                 report.add(
                     Row(
                         f"dot_product_{dot_len}_binary_grpc_workers{workers}_s",

@@ -57,6 +57,7 @@ from ppdm.parties.codec import BigInts
 from ppdm.parties.network import Network
 from ppdm.progress import Progress, progress_task
 from ppdm.protocols.paillier.batch import multi_exp
+from ppdm.protocols.paillier.comb import comb_layout
 from ppdm.protocols.paillier.encoding import decode_signed, to_int64_or_object
 from ppdm.protocols.paillier.keys import (
     DEFAULT_KEY_BITS,
@@ -197,15 +198,22 @@ def _holder(
     workers: int | None,
     progress: Progress | None,
 ) -> DotProductResult:
-    priv = key if key is not None else generate_keypair(key_bits)[1]
+    d = len(x)
+    if key is None:
+        # A fresh key's encryption tables sized for the encryptions each process makes.
+        window, blocks = comb_layout(-(-d // workers) if workers and workers > 1 else d)
+        key = generate_keypair(key_bits, window=window, blocks=blocks)[1]
+    priv = key
     pub = priv.public_key
     n = int(pub.n)
-    d = len(x)
     chunks = -(-d // chunk)
     net.send(other, "dot/key", {"n": n, "length": d, "chunks": chunks})
+    # Chunks of equal size (at most ``chunk``): no small last chunk that a worker pool
+    # would leave to this process (and its own encryption tables).
+    size = -(-d // chunks) if chunks else chunk
     with progress_task(progress, "dot product: encrypting", total=d) as bar:
-        for start in range(0, d, chunk):
-            part = x[start : start + chunk]
+        for start in range(0, d, size):
+            part = x[start : start + size]
             net.send(other, "dot/ciphertexts", BigInts(priv.encrypt_many(part, workers=workers)))
             bar.advance(len(part))
     step = "dot/result"

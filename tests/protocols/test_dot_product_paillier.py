@@ -76,6 +76,67 @@ def test_one_dimensional_y_and_fresh_key():
     assert out["alice"].modulus.bit_length() == 2048
 
 
+def test_chunks_are_even_and_at_most_chunk():
+    """The holder sends ``ceil(d / chunk)`` chunks of equal size (no short last chunk)."""
+    sizes: list[int] = []
+
+    def party(net, v):
+        if net.me == "bob":
+            receive = net.receive
+
+            def recording(frm, step, **options):
+                got = receive(frm, step, **options)
+                if step == "dot/ciphertexts":
+                    sizes.append(len(got))
+                return got
+
+            net.receive = recording
+        return dot_product_paillier(
+            net,
+            v,
+            output="holder",
+            key=PRIV if net.me == "alice" else None,
+            min_key_bits=1024,
+            chunk=4,
+        )
+
+    x, y = np.array([1, 0, 1, 1, 0, 1, 1, 1, 0]), np.array([1, 1, 1, 0, 1, 1, 0, 1, 1])
+    out = run_local(party, {"alice": x, "bob": y})
+    assert out["alice"].values.tolist() == [int(x @ y)]
+    assert sizes == [3, 3, 3]
+
+
+@pytest.mark.parametrize(
+    ("d", "workers", "large"), [(4, None, True), (3, None, False), (8, 2, True), (6, 2, False)]
+)
+def test_fresh_key_tables_sized_for_each_process(monkeypatch, d, workers, large):
+    """A fresh key gets the large-batch comb layout when each encrypting process (this
+    one, or each of ``workers``) makes at least ``LARGE_BATCH_MIN_POWERS`` encryptions."""
+    import ppdm.protocols.dot_product_paillier as module
+    from ppdm.protocols.paillier import comb
+
+    monkeypatch.setattr(comb, "LARGE_BATCH_MIN_POWERS", 4)
+    monkeypatch.setattr(comb, "LARGE_BATCH_WINDOW", 5)
+    monkeypatch.setattr(comb, "LARGE_BATCH_BLOCKS", 3)
+    made = []
+
+    def small_keypair(bits, **options):
+        made.append(options)
+        return generate_keypair(1024, allow_insecure=True, **options)
+
+    monkeypatch.setattr(module, "generate_keypair", small_keypair)
+    x, y = np.arange(d) % 2, (np.arange(d) + 1) % 3
+    out = run_local(
+        lambda net, v: dot_product_paillier(
+            net, v, output="holder", min_key_bits=1024, workers=workers, chunk=d
+        ),
+        {"alice": x, "bob": y},
+    )
+    assert out["alice"].values.tolist() == [int(x @ y)]
+    want = (5, 3) if large else (comb.DEFAULT_WINDOW, comb.DEFAULT_COMB_BLOCKS)
+    assert [(o["window"], o["blocks"]) for o in made] == [want]
+
+
 def test_shares_are_masked():
     x, y = np.array([1, 1]), np.array([1, 1])
     seen = {_run(x, y)["alice"].shares[0] for _ in range(3)}

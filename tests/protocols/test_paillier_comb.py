@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ppdm.protocols.paillier.keys as keys_module
-from ppdm.protocols.paillier import FixedBaseTable, comb, generate_keypair
+from ppdm.protocols.paillier import FixedBaseTable, PaillierPublicKey, comb, generate_keypair, pool
 from ppdm.protocols.paillier.comb import SquareModulusTable, table_mod_square
 
 MOD = 1_000_000_007 * 998_244_353
@@ -143,3 +143,62 @@ def test_owner_masks_are_the_public_masks_of_the_same_exponents(monkeypatch, spl
     for row, mask, pmask in zip(drawn, masks, public, strict=True):
         e = int.from_bytes(row.tobytes(), "little")
         assert mask == pmask == pow(int(pub.h_s), e, int(pub.nsquare))
+
+
+def test_large_batch_layout_costs_fewer_operations_and_is_chosen_by_size():
+    """The large-batch layout reads a 1,024-bit exponent in fewer look-ups and squarings
+    than the default; :func:`comb_layout` picks it from its threshold on."""
+    span = -(-1024 // comb.LARGE_BATCH_WINDOW)
+    steps = -(-span // comb.LARGE_BATCH_BLOCKS)
+    default_span = -(-1024 // comb.DEFAULT_WINDOW)
+    default_steps = -(-default_span // comb.DEFAULT_COMB_BLOCKS)
+    assert comb.LARGE_BATCH_BLOCKS * steps < comb.DEFAULT_COMB_BLOCKS * default_steps
+    assert steps < default_steps
+    small = (comb.DEFAULT_WINDOW, comb.DEFAULT_COMB_BLOCKS)
+    large = (comb.LARGE_BATCH_WINDOW, comb.LARGE_BATCH_BLOCKS)
+    assert comb.comb_layout(0) == comb.comb_layout(comb.LARGE_BATCH_MIN_POWERS - 1) == small
+    assert comb.comb_layout(comb.LARGE_BATCH_MIN_POWERS) == large
+
+
+def test_key_comb_layout_reaches_its_tables_and_the_worker_side():
+    """``window`` and ``blocks`` of a key lay out its public and owner tables, and the
+    worker task of the process pool rebuilds the key with them (same ciphertexts'
+    plaintexts, tables of the same layout)."""
+    pub, priv = generate_keypair(512, window=5, blocks=3, allow_insecure=True)
+    assert (pub.window, pub.blocks) == (5, 3)
+    assert (pub.table.window, pub.table.blocks) == (5, 3)
+    tp, tq, _ = priv._tables
+    assert (tp.window, tp.blocks, tq.window, tq.blocks) == (5, 3, 5, 3)
+    width, out_width = (pub.bits + 7) // 8, pub.ciphertext_bytes
+    values = [0, 1, 2, int(pub.n) - 1]
+    for kind, blob in (("private", priv.to_bytes()), ("public", pub.to_bytes())):
+        packed = keys_module._encrypt_task(
+            kind, blob, pub.exponent_bits, 5, 3, out_width, width, pool.pack(values, width)
+        )
+        cts = pool.unpack(packed, out_width)
+        assert [int(m) for m in priv.raw_decrypt_many(cts)] == values
+        worker = keys_module._worker_key(kind, blob, pub.exponent_bits, 5, 3)
+        public = worker.public_key if kind == "private" else worker
+        assert (public.window, public.blocks) == (5, 3)
+    with pytest.raises(ValueError, match="blocks"):
+        generate_keypair(512, blocks=0, allow_insecure=True)
+
+
+def test_worker_key_cache_is_bounded_by_table_entries(monkeypatch):
+    """The worker side keeps the keys it has seen, least recently used out first, while
+    their tables would hold more than its budget of entries (``blocks * 2^window``)."""
+    monkeypatch.setattr(keys_module, "_worker_keys", type(keys_module._worker_keys)())
+    monkeypatch.setattr(keys_module, "_WORKER_TABLE_ENTRIES", 3 * (3 << 5))
+    blobs = [generate_keypair(512, allow_insecure=True)[0].to_bytes() for _ in range(5)]
+
+    def get(i, window=5):
+        return keys_module._worker_key("public", blobs[i], 64, window, 3)
+
+    first = get(0)
+    get(1), get(2)
+    assert get(0) is first  # a hit, and now the most recently used
+    get(3)  # 4 x 96 entries > 288: the least recently used (key 1) goes
+    assert [k[1] for k in keys_module._worker_keys] == [blobs[2], blobs[0], blobs[3]]
+    get(4, window=6)  # 192 entries: keys 2 and 0 go
+    assert [(k[1], k[3]) for k in keys_module._worker_keys] == [(blobs[3], 5), (blobs[4], 6)]
+    assert get(3).n == PaillierPublicKey.from_bytes(blobs[3]).n

@@ -26,7 +26,10 @@ stored split as ``a (1 + n beta)`` with ``a < n``
 half-size numbers, taken two at a time before one reduction mod ``n^2``, and the
 ``beta`` are only added: 1.3-1.6x as many encryptions per CPU second at 2048 bits, the
 same ciphertexts for the same ``alpha``. The key owner uses two half-size combs (mod
-``p^2`` and ``q^2``, in one loop; split from 3072-bit keys on) and the CRT.
+``p^2`` and ``q^2``, in one loop; split from 2048-bit keys on, where the halves reach
+1,024 bits) and the CRT. A key's ``window`` and ``blocks`` lay out its tables; a process
+that makes many encryptions with one key may ask for larger ones
+(:func:`~ppdm.protocols.paillier.comb.comb_layout`, as the dot product's holder does).
 
 Security assumption (document it where keys are used)
 ------------------------------------------------------
@@ -60,6 +63,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -152,6 +156,7 @@ class PaillierPublicKey:
         *,
         exponent_bits: int | None = None,
         window: int = DEFAULT_WINDOW,
+        blocks: int = DEFAULT_COMB_BLOCKS,
     ) -> None:
         n = _mpz(n, "n")
         if exponent_bits is None:
@@ -160,12 +165,15 @@ class PaillierPublicKey:
             raise ValueError("n must be an odd composite, not a square")
         if not 16 <= exponent_bits <= n.bit_length():
             raise ValueError("exponent_bits must be in [16, bit length of n]")
+        if blocks < 1:
+            raise ValueError("blocks must be positive")
         self.n = n
         self.nsquare = n * n
         self.g = n + 1
         self.max_int = max_int(int(n))
         self.exponent_bits = int(exponent_bits)
         self.window = int(window)
+        self.blocks = int(blocks)
 
     # Construction and serialization ----------------------------------------------------
 
@@ -269,7 +277,11 @@ class PaillierPublicKey:
     def table(self) -> FixedBaseTable:
         """The fixed-base table of :attr:`h_s` mod ``n^2`` (built on first use)."""
         return table_mod_square(
-            self.h_s, self.n, exponent_bits=self.exponent_bits, window=self.window
+            self.h_s,
+            self.n,
+            exponent_bits=self.exponent_bits,
+            window=self.window,
+            blocks=self.blocks,
         )
 
     def random_masks(self, count: int) -> list[Any]:
@@ -511,7 +523,7 @@ class PaillierPrivateKey:
             pub = self.public_key
             return pool.map_packed(
                 _decrypt_task,
-                (self.to_bytes(), pub.exponent_bits, pub.window),
+                (self.to_bytes(), pub.exponent_bits, pub.window, pub.blocks),
                 cs,
                 workers=workers,
                 in_width=pub.ciphertext_bytes,
@@ -536,7 +548,11 @@ class PaillierPrivateKey:
         h = _derive_h(pk.n)
         tp, tq = (
             table_mod_square(
-                gmpy2.powmod(h, pk.n, x * x), x, exponent_bits=pk.exponent_bits, window=pk.window
+                gmpy2.powmod(h, pk.n, x * x),
+                x,
+                exponent_bits=pk.exponent_bits,
+                window=pk.window,
+                blocks=pk.blocks,
             )
             for x in (self.p, self.q)
         )
@@ -599,7 +615,7 @@ def _encrypt_residues(
         )
         return pool.map_packed(
             _encrypt_task,
-            (kind, blob, pub.exponent_bits, pub.window, pub.ciphertext_bytes),
+            (kind, blob, pub.exponent_bits, pub.window, pub.blocks, pub.ciphertext_bytes),
             ms,
             workers=workers,
             in_width=(pub.bits + 7) // 8,
@@ -612,28 +628,48 @@ def _encrypt_residues(
 # Worker side of the process pool (:mod:`ppdm.protocols.paillier.pool` sends these tasks
 # by reference; every worker keeps the keys, and so the tables, it has seen).
 
-_worker_keys: dict[tuple[str, bytes, int, int], Any] = {}
+#: Table entries (``blocks * 2^window`` per key) the worker-side key cache holds, least
+#: recently used out first: 8 default keys or 3 large-batch ones (110 MB for 2048 bits).
+_WORKER_TABLE_ENTRIES = 8 * DEFAULT_COMB_BLOCKS << DEFAULT_WINDOW
+
+_worker_keys: OrderedDict[tuple[str, bytes, int, int, int], Any] = OrderedDict()
 
 
-def _worker_key(kind: str, blob: bytes, exponent_bits: int, window: int) -> Any:
-    key = (kind, blob, exponent_bits, window)
-    if key not in _worker_keys:
-        if len(_worker_keys) > 8:
-            _worker_keys.clear()
-        cls = PaillierPrivateKey if kind == "private" else PaillierPublicKey
-        _worker_keys[key] = cls.from_bytes(blob, exponent_bits=exponent_bits, window=window)
-    return _worker_keys[key]
+def _worker_key(kind: str, blob: bytes, exponent_bits: int, window: int, blocks: int) -> Any:
+    key = (kind, blob, exponent_bits, window, blocks)
+    found = _worker_keys.get(key)
+    if found is not None:
+        _worker_keys.move_to_end(key)
+        return found
+    cls = PaillierPrivateKey if kind == "private" else PaillierPublicKey
+    found = _worker_keys[key] = cls.from_bytes(
+        blob, exponent_bits=exponent_bits, window=window, blocks=blocks
+    )
+    while len(_worker_keys) > 1 and (
+        sum(b << w for _, _, _, w, b in _worker_keys) > _WORKER_TABLE_ENTRIES
+    ):
+        _worker_keys.popitem(last=False)
+    return found
 
 
 def _encrypt_task(
-    kind: str, blob: bytes, exponent_bits: int, window: int, out_width: int, width: int, data: bytes
+    kind: str,
+    blob: bytes,
+    exponent_bits: int,
+    window: int,
+    blocks: int,
+    out_width: int,
+    width: int,
+    data: bytes,
 ) -> bytes:
-    key = _worker_key(kind, blob, exponent_bits, window)
+    key = _worker_key(kind, blob, exponent_bits, window, blocks)
     return pool.pack(key.raw_encrypt_many(pool.unpack(data, width)), out_width)
 
 
-def _decrypt_task(blob: bytes, exponent_bits: int, window: int, width: int, data: bytes) -> bytes:
-    key = _worker_key("private", blob, exponent_bits, window)
+def _decrypt_task(
+    blob: bytes, exponent_bits: int, window: int, blocks: int, width: int, data: bytes
+) -> bytes:
+    key = _worker_key("private", blob, exponent_bits, window, blocks)
     out_width = (int(key.public_key.n.bit_length()) + 7) // 8
     return pool.pack(key.raw_decrypt_many(pool.unpack(data, width)), out_width)
 
@@ -686,11 +722,13 @@ def generate_keypair(
     *,
     exponent_bits: int | None = DEFAULT_EXPONENT_BITS,
     window: int = DEFAULT_WINDOW,
+    blocks: int = DEFAULT_COMB_BLOCKS,
     allow_insecure: bool = False,
 ) -> tuple[PaillierPublicKey, PaillierPrivateKey]:
     """A fresh key pair with an ``n`` of exactly ``bits`` bits (two ``bits/2``-bit primes
     from ``secrets``, checked by :func:`check_key_factors`). ``exponent_bits`` ``None``
-    is DJN's ``bits/2``; :data:`SHORT_EXPONENT_BITS` is the faster option.
+    is DJN's ``bits/2``; :data:`SHORT_EXPONENT_BITS` is the faster option. ``window`` and
+    ``blocks`` lay out the encryption tables (:func:`~ppdm.protocols.paillier.comb.comb_layout`).
 
     Moduli below 2048 bits are refused unless ``allow_insecure=True`` (tests only).
     """
@@ -707,5 +745,5 @@ def generate_keypair(
             continue
         break
     ebits = min(exponent_bits, bits) if exponent_bits is not None else None
-    pub = PaillierPublicKey(p * q, exponent_bits=ebits, window=window)
+    pub = PaillierPublicKey(p * q, exponent_bits=ebits, window=window, blocks=blocks)
     return pub, PaillierPrivateKey(pub, p, q, check=False)
