@@ -412,12 +412,13 @@ def _count_group(
     m = len(cands)
     n = db.n_transactions
     announcer = owners[0]
-    bounds = np.array([_bound(c, counts, n) for c in cands], dtype=np.int64)
     thresholds = np.full(m, guard.threshold, dtype=np.int64)
     cost = 0
     shared = len(owners) > 1
     plan = None
+    bounds = thresholds  # only shared candidates need their public bounds
     if shared:
+        bounds = np.array([_bound(c, counts, n) for c in cands], dtype=np.int64)
         from ppdm.protocols.dot_product_ot import bit_widths
         from ppdm.protocols.gmw import noisy_width
 

@@ -2,12 +2,14 @@
 formats of corrections: the parts of
 :func:`~ppdm.protocols.dot_product_ot.column_product_shares` below its protocol.
 
-- :class:`ColumnOTs` keeps the random-OT keys of receiver columns between calls (one
+- :class:`ColumnOTs` keeps the random OTs of receiver columns between calls (one
   OT, many correlations, across calls as within one), with the public book-keeping of
   which columns are kept and which hash-output blocks their pads used;
-- :func:`pads` expands an OT key into pads with the fixed-key AES TCCR hash of
-  :mod:`ppdm.protocols.ot.crhash` (the same outputs as its ``tccr_expand``, from any
-  output block on);
+- :func:`attach` gives a batch's new columns their IKNP rows
+  (:class:`~ppdm.protocols.ot.extension.RawRows`, unhashed), and :func:`pads` hashes a
+  row straight into pads with the fixed-key AES TCCR hash of
+  :mod:`ppdm.protocols.ot.crhash` (the same outputs as its ``tccr_expand`` of the row,
+  from any output block on): one hash layer per pad, as IKNP derives its own outputs;
 - :func:`planes` sends corrections as bit planes (the receiver ANDs them with its
   choice bits and counts); :func:`pack_uint` packs values to ``width`` bits each.
 """
@@ -23,21 +25,26 @@ import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from ppdm.protocols.ot.bits import transpose_bits, unpack
-from ppdm.protocols.ot.crhash import BLOCK, FIXED_KEY, MAX_OUTPUT_BYTES, SESSION_BITS
+from ppdm.protocols.ot.crhash import BLOCK, BLOCK_BITS, FIXED_KEY, SESSION_BITS
+from ppdm.protocols.ot.extension import span_indices
+from ppdm.protocols.ot.kk13 import TWEAK_BLOCK
 
 if TYPE_CHECKING:
-    from ppdm.protocols.ot.extension import OTSession
+    from ppdm.protocols.ot.extension import OTSession, RawRows
 
 __all__ = [
     "KEEP_OTS",
     "ColumnOTs",
     "Step",
+    "attach",
     "batch_members",
     "check_kept",
+    "column_sums",
     "gather_uint",
     "pack_uint",
     "packed_size",
     "pads",
+    "plane_matrix",
     "planes",
     "planes_size",
     "schedule",
@@ -45,25 +52,32 @@ __all__ = [
     "unplanes",
 ]
 
-#: OTs whose keys a :class:`ColumnOTs` keeps for later calls, per direction: 32 bytes
+#: OTs whose rows a :class:`ColumnOTs` keeps for later calls, per direction: 32 bytes
 #: each at the sender, 16 at the receiver (64 MiB and 32 MiB at most).
 KEEP_OTS = 1 << 21
 #: Hash-output blocks per OT that the pads of a column may use over all its calls (the
-#: block field of the TCCR tweak, :func:`~ppdm.protocols.ot.crhash.make_tweaks`).
-_MAX_BLOCKS = MAX_OUTPUT_BYTES // BLOCK
-_BLOCK_BITS = _MAX_BLOCKS.bit_length() - 1
+#: block field of the TCCR tweak, :func:`~ppdm.protocols.ot.crhash.make_tweaks`): the
+#: range of IKNP's own outputs, below KK13's tweak blocks.
+_MAX_BLOCKS = TWEAK_BLOCK
 
 
 @dataclass
 class Column:
-    """The random OTs of one receiver column in a call: where its pads start, and the
-    keys (``(k0, k1)`` at the sender, ``(k,)`` at the receiver) once they are made."""
+    """The random OTs of one receiver column in a call: where its pads start, and once
+    the OTs are made their IKNP rows through the fixed permutation (``(pi(q_i), pi(q_i
+    XOR s))`` at the sender, ``(pi(t_i),)`` at the receiver: a pad needs only these),
+    where they sit among the session's OTs and the session's tag."""
 
     n: int
     block: int  # the first hash-output block its pads have not used yet
     epoch: int  # the last epoch of its ColumnOTs it was used in
-    base: int = 0  # OT index of its first position
     keys: tuple[np.ndarray, ...] = ()
+    spans: tuple[tuple[int, int, int], ...] = ()  # (first position, count, OT index)
+    session: int = 0
+
+    def indices(self, lo: int, count: int) -> np.ndarray:
+        """The OT indices of positions ``lo .. lo + count - 1`` (the pads' tweaks)."""
+        return span_indices(self.spans, lo, lo + count)
 
 
 class ColumnOTs:
@@ -73,16 +87,25 @@ class ColumnOTs:
     calls as within one).
 
     A column is named by a public label, the same at both parties (vertical mining: the
-    itemset whose cover it is). A call on a kept column takes no new OTs for it: its
-    products' pads come from the kept keys under hash tweaks never used before (the
-    output blocks after those its earlier products took), so the products of all calls
-    on a column are exactly what one call with all of them would compute: the receiver
-    still holds one key per OT and sees every correction masked by a fresh pad of the key
-    it did not choose; the sender sees no new ``u``. A label must name the same choice
-    bits in every call (a reused label with other bits gives wrong products, never a
-    leak). Columns not used between two calls of :meth:`advance` are dropped (vertical
-    mining advances per level: a part used at level ``k + 2`` was used at level
-    ``k + 1`` or is new), and at most ``max_ots`` OTs are kept per direction.
+    itemset whose cover it is). Its OTs are kept as IKNP's unhashed rows
+    (:class:`~ppdm.protocols.ot.extension.RawRows`), and every pad is one TCCR hash of a
+    row, ``H((i, session, b), q_i)`` or ``H((i, session, b), q_i XOR s)`` (the receiver's
+    ``H((i, session, b), t_i)`` is the one of its choice): how IKNP derives its own
+    random-OT outputs, so this is sound iff no tweak ``(i, session, b)`` hashes two OTs'
+    rows, or one OT's pair twice. It does not: ``i`` is the row's own OT index (rows
+    taken raw are never hashed by any other method of the session, which consumes fresh
+    indices for every call), the session field is the IKNP session's tag, and the block
+    ``b`` runs over blocks of the column never used before: each product run of a call
+    takes the next ``blocks`` blocks (:meth:`_use`), whether in one call or across
+    calls, and a column that would pass :data:`_MAX_BLOCKS` (KK13's block range) is
+    dropped and gets new OTs. So the products of all calls on a column are exactly what
+    one call with all of them would compute: the receiver still holds one row per OT and
+    sees every correction masked by a fresh pad of the output it did not choose; the
+    sender sees no new ``u``. A label must name the same choice bits in every call (a reused label with other bits gives
+    wrong products, never a leak). Columns not used between two calls of
+    :meth:`advance` are dropped (vertical mining advances per level: a part used at level
+    ``k + 2`` was used at level ``k + 1`` or is new), and at most ``max_ots`` OTs are
+    kept per direction.
 
     With ``session=None`` it keeps only the public book-keeping (which labels are kept,
     the blocks they used): :func:`~ppdm.protocols.dot_product_ot.column_product_bytes`
@@ -286,19 +309,25 @@ def gather_uint(data: np.ndarray, width: int, count: int, at: np.ndarray) -> np.
     return low16 | (gather_uint(data[2 * count :], width - 16, count, at) << np.uint64(16))
 
 
-def planes(d: np.ndarray, runs: list) -> np.ndarray:
-    """The corrections as they go on the wire: ``d`` holds them product by product
-    (``(lanes, rows)``, its first rows the products of ``runs``); for every run of
-    products of one width, ``width`` bit planes per product (bit ``b`` of product ``j``
-    at every row, rows packed eight to a byte, little-endian), ``(k, width, ceil(rows /
-    8))`` bytes that the receiver ANDs with its packed choice bits and counts
-    (:func:`planes_size`). One bit-matrix transpose of the rows' values, zero-padded to
-    whole 64-bit words (:func:`~ppdm.protocols.ot.bits.transpose_bits`)."""
-    lanes, rows = d.shape
+def plane_matrix(rows: int, lanes: int, dtype: np.dtype) -> np.ndarray:
+    """A ``(rows rounded up to 64, lanes)`` matrix for :func:`planes`, the rows past
+    ``rows`` zero (they fill the last byte of every plane: never uninitialized memory)."""
+    out = np.empty((-(-rows // 64) * 64, lanes), dtype=np.dtype(dtype).newbyteorder("<"))
+    out[rows:] = 0
+    return out
+
+
+def planes(d: np.ndarray, rows: int, runs: list) -> np.ndarray:
+    """The corrections as they go on the wire: ``d`` (a :func:`plane_matrix`) holds them
+    position by position (row ``r`` the values of position ``r``, its first columns the
+    products of ``runs``); for every run of products of one width, ``width`` bit planes
+    per product (bit ``b`` of product ``j`` at every row, rows packed eight to a byte,
+    little-endian), ``(k, width, ceil(rows / 8))`` bytes that the receiver ANDs with its
+    packed choice bits and counts (:func:`planes_size`). One bit-matrix transpose of the
+    rows' values (:func:`~ppdm.protocols.ot.bits.transpose_bits`)."""
+    lanes = d.shape[1]
     bits = 8 * d.dtype.itemsize
-    matrix = np.zeros((-(-rows // 64) * 64, lanes), dtype=d.dtype.newbyteorder("<"))
-    matrix[:rows] = d.T
-    planes = transpose_bits(matrix.view(np.uint8)).reshape(lanes, bits, -1)
+    planes = transpose_bits(d.view(np.uint8)).reshape(lanes, bits, -1)
     used = -(-rows // 8)
     return np.concatenate([planes[s:e, :width, :used].reshape(-1) for s, e, width in runs])
 
@@ -338,34 +367,71 @@ def check_kept(
 
 
 def pads(
-    keys: np.ndarray, start: int, tag: int, blocks: int, dtype: np.dtype, block: int = 0
+    keys: np.ndarray,
+    index: np.ndarray,
+    session: int,
+    blocks: int,
+    dtype: np.dtype,
+    block: int = 0,
 ) -> np.ndarray:
-    """``(rows, blocks * 16 / itemsize)`` pads of ``dtype`` from the OT keys (one row per
-    key; product ``j`` of a run takes column ``j``): the TCCR expansion of
-    :func:`~ppdm.protocols.ot.crhash.tccr_expand`, ``H((i, s, b), k) = pi(pi(k) ^ t) ^
-    pi(k)`` with the tweak ``t`` of OT index ``i``, session field ``s`` and output block
-    ``b``, for ``blocks`` output blocks from block ``block`` on (the blocks before it
-    went to earlier products of a kept column). The tweak words go into ``pi(k)`` as
-    64-bit lanes."""
+    """``(rows, blocks * 16 / itemsize)`` pads of ``dtype`` (product ``j`` of a run takes
+    column ``j``) from IKNP rows given through the fixed permutation, ``keys = pi(x)``
+    (:func:`attach` keeps them so): the TCCR expansion of
+    :func:`~ppdm.protocols.ot.crhash.tccr_expand`, ``H((i, s, b), x) = pi(pi(x) ^ t) ^
+    pi(x)`` with the tweak ``t`` of OT index ``i`` (``index``, one per row), session field
+    ``s`` and output block ``b``, for ``blocks`` output blocks from block ``block`` on (the
+    blocks before it went to earlier products of a kept column)."""
     rows = len(keys)
-    if not 0 <= tag < (1 << SESSION_BITS) or not 0 <= block <= _MAX_BLOCKS - blocks:
+    if (
+        not 0 <= session < (1 << SESSION_BITS)
+        or not 0 <= block <= _MAX_BLOCKS - blocks
+        or len(index) != rows
+    ):
         raise ValueError("pad tweak out of range")
-    px = _permute(np.ascontiguousarray(keys))
-    lanes = px.view("<u8").reshape(rows, 2)
-    tweak = np.empty((rows, 2), dtype="<u8")  # row r: the tweak of block b, XOR pi(k_r)
-    tweak[:, 0] = np.arange(start, start + rows, dtype=np.uint64) ^ lanes[:, 0]
-    high = lanes[:, 1] ^ np.uint64(tag << _BLOCK_BITS)
+    lanes = np.ascontiguousarray(keys).view("<u8").reshape(rows, 2)
+    tweak = np.empty((rows, 2), dtype="<u8")  # the tweak of block b, XOR pi(x)
+    tweak[:, 0] = index
+    tweak[:, 1] = np.uint64((session << BLOCK_BITS) | block)
+    tweak ^= lanes
+    if blocks == 1:
+        y = _permute(tweak.view(np.uint8))
+        y.view("<u8")[...] ^= lanes
+        return y.view(dtype).reshape(rows, -1)
     # Block by block: every array is one 16-byte row per key (numpy is slow on narrow
     # strided axes); the blocks are then put side by side as 16-byte cells.
     out = np.empty((rows, blocks), dtype=np.complex128)
     for b in range(blocks):
-        np.bitwise_xor(high, np.uint64(block + b), out=tweak[:, 1])
+        if b:
+            tweak[:, 1] ^= np.uint64((block + b) ^ (block + b - 1))
         y = _permute(tweak.view(np.uint8))
         y.view("<u8")[...] ^= lanes
-        if blocks == 1:
-            return y.view(dtype).reshape(rows, -1)
         out[:, b] = y.view(np.complex128)[:, 0]
     return out.view(dtype).reshape(rows, -1)
+
+
+def attach(members: list[Column], raw: RawRows, n: int) -> None:
+    """Give the new columns of a batch (slot ``j``: rows ``j n .. (j + 1) n - 1`` of
+    ``raw``) their rows through the fixed permutation (:func:`pads` starts from them)
+    and their OT indices. The sender's second row, ``q_i XOR s``, is formed here once."""
+    first = _permute(raw.rows)
+    keys = (first,) if raw.delta is None else (first, _permute(raw.rows ^ raw.delta))
+    for slot, col in enumerate(members):
+        lo = slot * n
+        col.keys = tuple(k[lo : lo + n] for k in keys)
+        col.spans = raw.take(lo, lo + n).spans
+        col.session = raw.session
+
+
+def column_sums(h: np.ndarray, k: int) -> np.ndarray:
+    """Sums of the first ``k`` columns of ``h`` modulo ``2^(8 * itemsize)`` (uint64; the
+    shares are reduced modulo ``2^widths <= 2^(8 * itemsize)`` anyway): the rows added in
+    wrapping arithmetic of ``h``'s dtype, 64 rows side by side (numpy sums wide rows far
+    faster than a narrow array down its columns), then the 64 partial sums."""
+    rows, width = h.shape
+    cut = rows - rows % 64
+    part = h[:cut].reshape(-1, 64 * width).sum(axis=0, dtype=h.dtype).reshape(64, width)
+    total = part.sum(axis=0, dtype=h.dtype) + h[cut:].sum(axis=0, dtype=h.dtype)
+    return total[:k].astype(np.uint64)
 
 
 _THREAD = threading.local()

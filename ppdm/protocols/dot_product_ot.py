@@ -31,7 +31,7 @@ Security (semi-honest, two parties)
 
 Many dot products over shared columns (:func:`column_dot_products`, the vertical mining
 path): one random OT per distinct column of the ``y_party`` and position serves every
-product over that column, each product's pads hashed from the OT keys and its correction
+product over that column, each product's pads hashed from the IKNP rows and its correction
 sent as ``l`` bit planes, ``l`` the bits of a public bound of the product
 (:func:`column_product_shares`); about ``l / 8`` bytes per product and position (``l`` ~
 10 to 16) instead of 24. A :class:`ColumnOTs` keeps a column's random OTs for later
@@ -47,8 +47,8 @@ product per direction. For ``n = 100,000`` with 32-bit shares: ~2 MB.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Hashable, Iterator, Mapping, Sequence
+from itertools import pairwise
 
 import numpy as np
 
@@ -57,11 +57,14 @@ from ppdm.parties.network import Network
 from ppdm.protocols.column_ots import (
     ColumnOTs,
     Step,
+    attach,
     batch_members,
     check_kept,
+    column_sums,
     gather_uint,
     pack_uint,
     packed_size,
+    plane_matrix,
     planes,
     planes_size,
     schedule,
@@ -243,15 +246,12 @@ def secure_and_shares(
 #: Largest correction message of :func:`column_product_shares` (bytes, before packing).
 MAX_CORRECTION_BYTES = 8 << 20
 #: OTs per IKNP batch of :func:`column_product_shares` (whole receiver columns, at least
-#: one): a batch's keys take 16 bytes per OT at the receiver (two batches held), 32 at the
+#: one): a batch's IKNP rows take 16 bytes per OT at the receiver (two batches held), 32 at the
 #: sender.
 OT_GROUP = 1 << 20
 
 STEP_CORRECTIONS = "cdot/d"
 STEP_COLUMN_REVEAL = "cdot/reveal"
-#: Session field of the key-expansion hash tweaks: 38 bits of a label's hash, shifted
-#: left once with the direction (sender first or second) in the low bit (40-bit field).
-_EXPAND_TAG = int.from_bytes(hashlib.sha256(b"ppdm/dot/expand").digest()[:5], "big") >> 2
 
 
 def bit_widths(bounds: np.ndarray) -> np.ndarray:
@@ -282,21 +282,30 @@ def _plan(columns: np.ndarray, widths: np.ndarray, n: int, itemsize: int) -> lis
     """The public processing plan both parties derive from the public ``columns`` and
     ``widths``: per distinct receiver column (in sorted order) the products using it
     (sorted by width), their runs of equal width, and the row chunks that keep one
-    correction message under :data:`MAX_CORRECTION_BYTES`."""
-    order = np.lexsort((np.arange(len(columns)), widths, columns))
+    correction message under :data:`MAX_CORRECTION_BYTES`. (The boundaries of columns
+    and runs are found in one pass over the sorted products; the loop below only reads
+    them.)"""
+    m = len(columns)
+    if not m:
+        return []
+    order = np.lexsort((np.arange(m), widths, columns))
+    cs, ws = columns[order], widths[order]
+    new_col = np.concatenate([[True], cs[1:] != cs[:-1]])
+    new_run = new_col | np.concatenate([[True], ws[1:] != ws[:-1]])
+    col_starts = [*np.flatnonzero(new_col).tolist(), m]
+    run_starts = [*np.flatnonzero(new_run).tolist(), m]
+    col_of, width_of = cs.tolist(), ws.tolist()
     plan = []
-    cols_sorted = columns[order]
-    bounds = np.flatnonzero(np.diff(cols_sorted)) + 1
-    for run in np.split(order, bounds) if len(order) else []:
-        w = widths[run]
-        cuts = np.flatnonzero(np.diff(w)) + 1
-        starts = np.concatenate([[0], cuts])
-        ends = np.concatenate([cuts, [len(run)]])
-        runs = [(int(s), int(e), int(w[s])) for s, e in zip(starts, ends, strict=True)]
-        rows = max(1, MAX_CORRECTION_BYTES // max(1, itemsize * len(run)))
-        plan.append(
-            (int(columns[run[0]]), run, runs, [(r, min(rows, n - r)) for r in range(0, n, rows)])
-        )
+    r = 0
+    for a, b in pairwise(col_starts):
+        runs = []
+        while run_starts[r] < b:  # every column start is a run start
+            s, e = run_starts[r], run_starts[r + 1]
+            runs.append((s - a, e - a, width_of[s]))
+            r += 1
+        rows = max(1, MAX_CORRECTION_BYTES // max(1, itemsize * (b - a)))
+        chunks = [(x, min(rows, n - x)) for x in range(0, n, rows)]
+        plan.append((col_of[a], order[a:b], runs, chunks))
     return plan
 
 
@@ -344,26 +353,29 @@ def column_product_shares(
     earlier calls take no new OTs, and the new ones are kept for later calls.
 
     Construction ("one OT, many correlations"): for every distinct receiver column ``j``
-    and position ``i`` one IKNP random OT (:meth:`IKNPSender.random`) with choice bit
-    ``y_{j,i}`` gives the sender two keys ``k^0_{j,i}, k^1_{j,i}`` and the receiver
-    ``k^{y_{j,i}}_{j,i}``. Every product ``c`` on column ``j`` gets its own pads from the
-    keys, ``h^b_{c,i} = H_c(k^b_{j,i})`` (the fixed-key AES TCCR hash of
-    :func:`~ppdm.protocols.ot.crhash.tccr_expand` under a fresh tweak per key and output
-    block, so pads of different products are independent), and the sender sends the
-    correction ``d_{c,i} = h^0_{c,i} - h^1_{c,i} + x_{c,i}`` packed to ``widths[c]``
-    bits. The receiver's share ``h^{y}_{c,i} + y_{j,i} d_{c,i} = h^0_{c,i} + y_{j,i}
-    x_{c,i}``, the sender's ``-h^0_{c,i}``: Gilboa's OT multiplication (CRYPTO 1999)
-    as the correlated OT of Asharov, Lindell, Schneider and Zohner (CCS 2013), whose
-    random-OT keys are stretched into a long correlation vector (the standard random OT
-    on long strings: keys expanded by a PRG, here the TCCR hash), one entry per product;
-    ABY (Demmler, Schneider and Zohner, NDSS 2015, section III-C) makes its arithmetic
-    multiplication triples from the same correlated OTs.
+    and position ``i`` one IKNP random OT with choice bit ``y_{j,i}``, taken as IKNP's
+    unhashed rows (:meth:`IKNPSender.raw_rows`): the sender gets ``q_{j,i}`` and ``s``, the
+    receiver ``t_{j,i} = q_{j,i} XOR y_{j,i} s``. Every product ``c`` on column ``j`` gets
+    its own pads straight from the rows, ``h^0_{c,i} = H((o, sigma, b_c), q_{j,i})`` and
+    ``h^1_{c,i} = H((o, sigma, b_c), q_{j,i} XOR s)`` (the fixed-key AES TCCR hash of
+    :func:`~ppdm.protocols.ot.crhash.tccr_expand` under the tweak of the OT's own index
+    ``o``, the IKNP session's tag ``sigma`` and output blocks ``b_c`` no other pad of the
+    column took: how IKNP derives its own outputs, one hash layer per pad; the receiver's
+    ``H((o, sigma, b_c), t_{j,i})`` is ``h^{y}_{c,i}``; :class:`ColumnOTs` states why no
+    tweak repeats), and the sender sends the correction ``d_{c,i} = h^0_{c,i} - h^1_{c,i}
+    + x_{c,i}`` packed to ``widths[c]`` bits. The receiver's share ``h^{y}_{c,i} +
+    y_{j,i} d_{c,i} = h^0_{c,i} + y_{j,i} x_{c,i}``, the sender's ``-h^0_{c,i}``: Gilboa's
+    OT multiplication (CRYPTO 1999) as the correlated OT of Asharov, Lindell, Schneider
+    and Zohner (CCS 2013), whose random OTs are stretched into a long correlation vector
+    (the standard random OT on long strings), one entry per product; ABY (Demmler,
+    Schneider and Zohner, NDSS 2015, section III-C) makes its arithmetic multiplication
+    triples from the same correlated OTs.
 
     Security (semi-honest): the sender sees only IKNP's ``u`` (nothing about the
-    choices); the receiver sees corrections masked by ``h^{1-y}``, the pad of the key it
-    did not choose, which is pseudorandom to it (IKNP plus the correlation robustness of
-    the hash): nothing about ``values``. Corrections of a wrong size or type raise
-    :class:`~ppdm.errors.ProtocolError`.
+    choices); the receiver sees corrections masked by ``h^{1-y}``, the pad of the output
+    it did not choose (a hash of ``t XOR s``, ``s`` unknown to it), which is pseudorandom
+    to it (IKNP plus the correlation robustness of the hash): nothing about ``values``.
+    Corrections of a wrong size or type raise :class:`~ppdm.errors.ProtocolError`.
 
     Cost: ``16 n`` bytes receiver -> sender per distinct column not kept (IKNP's ``u``,
     one IKNP batch per :data:`OT_GROUP` OTs of whole columns, the next batch's ``u`` sent
@@ -385,8 +397,6 @@ def column_product_shares(
     out: np.ndarray = np.zeros((m, n), dtype=dtype) if elementwise else np.zeros(m, dtype=np.uint64)
     if not m:
         return out
-    first = net.parties.index(sender) < net.parties.index(receiver)
-    tag = (_EXPAND_TAG << 1) | int(first)
     if net.me == sender:
         if values is None:
             raise ValueError("the sender must pass values")
@@ -400,29 +410,27 @@ def column_product_shares(
         steps, sizes = schedule(plan, n, item, labels, kept, True, _columns_per_group(n))
         batches = batch_members(steps, len(sizes))
         for (_, run, runs, chunks), step in zip(plan, steps, strict=True):
-            if step.slot == 0 and step.batch >= 0:  # this batch's OTs: indices base ...
-                base = ot.count
-                k0, k1 = ot.random(sizes[step.batch] * n, length=16)
-                for slot, new in enumerate(batches[step.batch]):
-                    new.base = base + slot * n
-                    new.keys = (k0[slot * n : (slot + 1) * n], k1[slot * n : (slot + 1) * n])
+            if step.slot == 0 and step.batch >= 0:  # this batch's OTs, as IKNP rows
+                attach(batches[step.batch], ot.raw_rows(sizes[step.batch] * n), n)
             col = step.column
             k = len(run)
             mk = masks[run][:, None]
             blocks = -(-k * item // BLOCK)
             for r0, rn in chunks:
-                at = col.base + r0
-                h0 = _pads(col.keys[0][r0 : r0 + rn], at, tag, blocks, dtype, step.block)
-                h1 = _pads(col.keys[1][r0 : r0 + rn], at, tag, blocks, dtype, step.block)
-                # d = h0 - h1 + x, products by rows (one row of positions each); only the
-                # low widths[c] bits of product c go on the wire (its bit planes)
-                d = np.ascontiguousarray((h0 - h1).T)
-                np.add(d[:k], x_all[run, r0 : r0 + rn], out=d[:k], casting="unsafe")
-                net.send(receiver, STEP_CORRECTIONS, planes(d, runs))
+                at = col.indices(r0, rn)
+                h0 = _pads(col.keys[0][r0 : r0 + rn], at, col.session, blocks, dtype, step.block)
+                h1 = _pads(col.keys[1][r0 : r0 + rn], at, col.session, blocks, dtype, step.block)
+                # d = h0 - h1 + x, position by position; only the low widths[c] bits of
+                # product c go on the wire (its bit planes)
+                d = plane_matrix(rn, h0.shape[1], dtype)
+                np.subtract(h0, h1, out=d[:rn])
+                dt = d[:rn].T[:k]  # the products' columns (numpy loops over the positions)
+                np.add(dt, x_all[run, r0 : r0 + rn], out=dt, casting="unsafe")
+                net.send(receiver, STEP_CORRECTIONS, planes(d, rn, runs))
                 if elementwise:
                     out[run, r0 : r0 + rn] = np.negative(h0.T[:k]) & mk
                 else:
-                    out[run] += _column_sums(h0, k)
+                    out[run] += column_sums(h0, k)
             if not step.keep:
                 col.keys = ()
         if not elementwise:
@@ -527,8 +535,6 @@ def _choose(
     ot_r = session.receiver
     n, dtype, masks = ring
     steps, sizes = schedule
-    first = net.parties.index(sender) < net.parties.index(net.me)
-    tag = (_EXPAND_TAG << 1) | int(first)
     item = dtype.itemsize
     # One IKNP batch per group of new columns; the next batch's u goes out before this
     # batch's corrections are read, so the sender never waits a round trip.
@@ -539,11 +545,7 @@ def _choose(
             chosen[step.batch].append(c)
 
     def prefetch(b: int) -> None:
-        base = ot_r.count
-        keys = ot_r.random(np.concatenate([y[c] for c in chosen[b]]), length=16)
-        for slot, new in enumerate(batches[b]):
-            new.base = base + slot * n
-            new.keys = (keys[slot * n : (slot + 1) * n],)
+        attach(batches[b], ot_r.raw_rows(np.concatenate([y[c] for c in chosen[b]])), n)
 
     if sizes:
         prefetch(0)
@@ -557,8 +559,8 @@ def _choose(
         blocks = -(-k * item // BLOCK)
         sel_all = y[c].astype(bool)
         for r0, rn in chunks:
-            at = col.base + r0
-            h = _pads(col.keys[0][r0 : r0 + rn], at, tag, blocks, dtype, step.block)
+            at = col.indices(r0, rn)
+            h = _pads(col.keys[0][r0 : r0 + rn], at, col.session, blocks, dtype, step.block)
             data = net.receive(sender, STEP_CORRECTIONS, expect=np.ndarray)
             sizes_b = [planes_size(rn, e - s, width) for s, e, width in runs]
             if data.dtype != np.uint8 or data.shape != (sum(sizes_b),):
@@ -577,7 +579,7 @@ def _choose(
                     off += size
                 out[run, r0 : r0 + rn] = mine & mk
                 continue
-            sums = _column_sums(h, k)
+            sums = column_sums(h, k)
             for (s, e, width), size in zip(runs, sizes_b, strict=True):
                 got = data[off : off + size].reshape(e - s, width, -1)
                 ones = np.bitwise_count(got & picked).sum(axis=-1, dtype=np.uint64)
@@ -587,12 +589,6 @@ def _choose(
         if not step.keep:
             col.keys = ()
         yield
-
-
-def _column_sums(h: np.ndarray, k: int) -> np.ndarray:
-    """Sums of the first ``k`` columns of ``h`` (uint64): over a transposed copy, which
-    numpy sums along rows far faster than it sums a narrow array down its columns."""
-    return np.ascontiguousarray(h.T[:k]).sum(axis=1, dtype=np.uint64)
 
 
 def column_product_bytes(

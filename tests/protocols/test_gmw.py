@@ -137,6 +137,145 @@ def test_column_product_shares_add_up(
         assert np.array_equal(got & masks, prod.sum(axis=1) & masks)
 
 
+def _kept_calls_with_pads(monkeypatch: pytest.MonkeyPatch) -> tuple[dict, dict, list]:
+    """Three calls of :func:`column_product_shares` on kept columns (products of several
+    widths, one to three output blocks of pads per run), recording every pad call
+    (party, the rows it hashed -- ``pi`` inverted --, their OT indices, the session
+    field, the blocks and the pads) and every batch of raw IKNP rows."""
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    from ppdm.protocols import column_ots
+    from ppdm.protocols.ot.crhash import FIXED_KEY
+
+    pads: dict[str, list] = {"alice": [], "bob": []}
+    raws: dict[str, list] = {"alice": [], "bob": []}
+    real_pads, real_attach = dpo._pads, column_ots.attach
+    lock = threading.Lock()
+
+    def spy(keys: np.ndarray, index: np.ndarray, session: int, blocks: int, *rest: Any) -> Any:
+        out = real_pads(keys, index, session, blocks, *rest)
+        dec = Cipher(algorithms.AES(FIXED_KEY), modes.ECB()).decryptor()
+        rows = np.frombuffer(dec.update(np.ascontiguousarray(keys).tobytes()), np.uint8)
+        block = rest[1] if len(rest) > 1 else 0
+        with lock:
+            pads[threading.current_thread().name].append(
+                (rows.reshape(-1, 16), index.copy(), session, block, blocks, out.copy())
+            )
+        return out
+
+    def attach_spy(members: Any, raw: Any, n: int) -> None:
+        raws[threading.current_thread().name].append(raw)
+        real_attach(members, raw, n)
+
+    monkeypatch.setattr(dpo, "_pads", spy)
+    monkeypatch.setattr(dpo, "attach", attach_spy)
+    rng = np.random.default_rng(8)
+    n = 640
+    choices = (rng.random((4, n)) < 0.5).astype(np.uint8)
+    values = rng.integers(0, 1 << 16, (12, n)).astype(np.uint32)
+    calls = [  # (columns, widths): column 1 is kept through all three calls
+        (np.array([0] * 9 + [1] * 2), np.array([9, 10, 11, 12, 13, 14, 15, 16, 16, 8, 8])),
+        (np.array([1] * 10 + [2]), np.full(11, 12)),
+        (np.array([1] * 3 + [2] * 4 + [3]), np.array([20, 20, 5, 6, 6, 6, 6, 7])),
+    ]
+    labels = ["w", "x", "y", "z"]
+
+    def party(net: Any, _: Any) -> list[np.ndarray]:
+        threading.current_thread().name = net.me
+        kept = ColumnOTs(OTSession(net, net.others[0]))
+        out = []
+        for cols, widths in calls:
+            kept.advance()
+            kw = {"values": values[: len(cols)]} if net.me == "alice" else {"choices": choices}
+            out.append(
+                column_product_shares(
+                    net,
+                    sender="alice",
+                    receiver="bob",
+                    columns=cols,
+                    widths=widths,
+                    n=n,
+                    session=kept.session,
+                    kept=kept,
+                    labels=labels,
+                    **kw,
+                )
+            )
+        return out
+
+    sim = simulate(party, {"alice": 0, "bob": 0}, timeout=60)
+    for c, (cols, widths) in enumerate(calls):
+        got = sim.results["alice"][c].astype(np.int64) + sim.results["bob"][c].astype(np.int64)
+        want = (values[: len(cols)].astype(np.int64) * choices[cols]).sum(axis=1)
+        masks = (1 << widths.astype(np.int64)) - 1
+        assert np.array_equal(got & masks, want & masks)
+    return pads, raws, calls
+
+
+def test_pads_are_one_tccr_hash_of_the_iknp_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every pad is ``tccr_expand`` of an IKNP row (``q_i`` or ``q_i XOR s`` at the
+    sender, ``t_i`` at the receiver: the rows the session's ``raw_rows`` gave, under
+    their own OT index) with the IKNP session's tag and the pad's output blocks: one hash
+    layer, as IKNP derives its outputs; and the receiver's pads are the sender's pads of
+    the rows it chose."""
+    from ppdm.protocols.ot.crhash import tccr_expand
+
+    pads, raws, _ = _kept_calls_with_pads(monkeypatch)
+    rows_of: dict[str, dict[int, set[bytes]]] = {}
+    for who, batches in raws.items():
+        table = rows_of.setdefault(who, {})
+        for raw in batches:
+            both = [raw.rows] if raw.delta is None else [raw.rows, raw.rows ^ raw.delta]
+            for i, at in enumerate(raw.indices().tolist()):
+                table[at] = {bytes(r[i]) for r in both}
+    assert rows_of["alice"].keys() == rows_of["bob"].keys()
+    session = {raw.session for b in raws.values() for raw in b}
+    assert len(session) == 1
+    for who, calls in pads.items():
+        assert calls and all(sess in session for _, _, sess, _, _, _ in calls)
+        for rows, index, sess, block, blocks, out in calls:
+            assert all(
+                bytes(r) in rows_of[who][at] for r, at in zip(rows, index.tolist(), strict=True)
+            )
+            assert np.array_equal(index, np.arange(index[0], index[0] + len(index)))
+            want = tccr_expand(
+                rows, start=int(index[0]), session=sess, nbytes=16 * (block + blocks)
+            )
+            assert np.array_equal(out.view(np.uint8).reshape(len(rows), -1), want[:, 16 * block :])
+    # the receiver's pad of a call equals one of the sender's two pads, row by row
+    sender = {}
+    for rows, index, _, block, _, out in pads["alice"]:
+        flat = out.view(np.uint8).reshape(len(rows), -1)
+        for i, at in enumerate(index.tolist()):
+            sender.setdefault((at, block), []).append(bytes(flat[i]))
+    for rows, index, _, block, _, out in pads["bob"]:
+        flat = out.view(np.uint8).reshape(len(rows), -1)
+        assert all(bytes(flat[i]) in sender[(at, block)] for i, at in enumerate(index.tolist()))
+
+
+def test_pads_never_reuse_a_tweak(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ``(OT index, session, block)`` tweak hashes two pads of one party's rows: the
+    receiver hashes each triple once, the sender twice (``q_i`` and ``q_i XOR s``, as IKNP
+    does); the products of the three calls on the kept column (and of the runs within a
+    call) take disjoint blocks; and the blocks a kept column's later calls use start
+    after those of its earlier ones (a kept column restarting at block 0 reuses pads)."""
+    pads, _, calls = _kept_calls_with_pads(monkeypatch)
+    for who, expect in (("bob", 1), ("alice", 2)):
+        seen: dict[tuple[int, int, int], int] = {}
+        for _, index, sess, block, blocks, _ in pads[who]:
+            for at in index.tolist():
+                for b in range(block, block + blocks):
+                    seen[(at, sess, b)] = seen.get((at, sess, b), 0) + 1
+        assert set(seen.values()) == {expect}
+    # the kept column (x) serves all three calls on one set of OTs: 1 + 2 + 1 blocks
+    blocks_of: dict[int, set[int]] = {}
+    for _, index, _, block, blocks, _ in pads["bob"]:
+        for at in index.tolist():
+            blocks_of.setdefault(at, set()).update(range(block, block + blocks))
+    assert len(calls) == 3 and max(map(len, blocks_of.values())) == 4
+    assert {frozenset(v) for v in blocks_of.values()} >= {frozenset(range(4))}
+
+
 @pytest.mark.parametrize("elementwise", [False, True])
 def test_kept_columns_take_no_new_ots_and_fresh_pads(elementwise: bool) -> None:
     """:class:`ColumnOTs` across calls (vertical mining's levels): every call's shares

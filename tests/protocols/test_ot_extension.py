@@ -663,3 +663,54 @@ def test_without_the_check_the_same_cheat_goes_unnoticed():
         return IKNPReceiver.setup(net, "alice").random(choices)
 
     simulate(party, {"alice": None, "bob": None}, network=net, timeout=30)  # no error
+
+
+# Raw rows (IKNP's rows before its hash; ColumnOTs hashes them into pads) --------------------
+
+
+@pytest.mark.parametrize("malicious", [False, True])
+def test_raw_rows_are_the_iknp_correlation_and_hash_to_its_outputs(malicious):
+    """``raw_rows``: ``t_i = q_i XOR r_i s`` row by row; the spans give every row its own
+    OT index (chunks padded, and with the KOS15 check a gap of sacrificed OTs after each
+    chunk); hashed under those indices and the session tag, the receiver's row gives
+    the sender's output of its choice (and not the other one); and the session's next
+    method starts past the rows' indices, so no other method ever hashes them."""
+    choices = _bits(11, 700)
+
+    def party(net, _):
+        if net.me == "alice":
+            s = IKNPSender.setup(net, "bob", chunk=256, malicious_receiver=malicious)
+            raw = s.raw_rows(len(choices))
+            before = s.count
+            x0, _ = s.random(10)
+            return raw, before, s.count, x0
+        r = IKNPReceiver.setup(net, "alice", chunk=256, malicious_receiver=malicious)
+        raw = r.raw_rows(choices)
+        return raw, r.count, r.random(np.zeros(10, np.uint8))
+
+    sim = simulate(party, {"alice": None, "bob": None}, timeout=60)
+    (q, before, after, x0), (t, _, got) = sim.results["alice"], sim.results["bob"]
+    assert q.rows.shape == t.rows.shape == (700, 16) and t.delta is None
+    assert q.session == t.session and q.spans == t.spans
+    assert np.array_equal(t.rows, q.rows ^ (choices[:, None] * q.delta))
+    index = q.indices()
+    assert len(set(index.tolist())) == 700 and int(index.max()) < before < after
+    assert [n for _, n, _ in q.spans] == [256, 256, 188]
+    gap = 192 if malicious else 0  # the KOS15 check's OTs after each chunk
+    assert [s for _, _, s in q.spans] == [0, 256 + gap, 2 * (256 + gap)]
+    assert np.array_equal(x0, got)  # the session's next OTs still work
+    for lo, hi in ((0, 700), (250, 520), (511, 513)):
+        part_q, part_t = q.take(lo, hi), t.take(lo, hi)
+        assert np.array_equal(part_q.indices(), index[lo:hi])
+        outs = [
+            np.concatenate(
+                [
+                    tccr_expand(rows[f : f + n], start=s, session=q.session, nbytes=40)
+                    for f, n, s in part_q.spans
+                ]
+            )
+            for rows in (part_q.rows, part_q.rows ^ q.delta, part_t.rows)
+        ]
+        c = choices[lo:hi].astype(bool)
+        assert np.array_equal(outs[2][c], outs[1][c]) and np.array_equal(outs[2][~c], outs[0][~c])
+        assert not (outs[2] == np.where(c[:, None], outs[0], outs[1])).all(axis=1).any()

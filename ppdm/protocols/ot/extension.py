@@ -72,7 +72,7 @@ from ppdm.protocols.ot.bits import pack, transpose_bits, unpack
 from ppdm.protocols.ot.crhash import SESSION_BITS, AESCTRStream, tccr_expand
 from ppdm.protocols.ot.kk13 import KK13Receiver, KK13Sender
 
-__all__ = ["DEFAULT_CHUNK", "KAPPA", "IKNPReceiver", "IKNPSender", "OTSession"]
+__all__ = ["DEFAULT_CHUNK", "KAPPA", "IKNPReceiver", "IKNPSender", "OTSession", "RawRows"]
 
 KAPPA = 128
 #: OTs per chunk (one ``u`` message of ``16 * chunk`` bytes).
@@ -196,6 +196,66 @@ def _check_delta(delta: np.ndarray) -> np.ndarray:
 
 def _check_bits(bits: np.ndarray) -> np.ndarray:
     return check_choices(np.asarray(bits))
+
+
+def span_indices(spans: tuple[tuple[int, int, int], ...], lo: int, hi: int) -> np.ndarray:
+    """The OT indices (uint64) of rows ``lo .. hi - 1`` of a batch whose chunks are
+    ``spans``: ``(first row, rows, OT index of the first row)`` each."""
+    out = np.empty(max(hi - lo, 0), dtype=np.uint64)
+    for first, count, start in spans:
+        a, b = max(lo, first), min(hi, first + count)
+        if a < b:
+            out[a - lo : b - lo] = np.arange(start + a - first, start + b - first, dtype=np.uint64)
+    return out
+
+
+@dataclass(frozen=True)
+class RawRows:
+    """IKNP's rows of a batch of random OTs *before* its hash (a sharp tool: the caller
+    derives the outputs, and must keep the tweak discipline below).
+
+    ``rows`` is ``(m, 16)`` uint8: ``q_i`` at the sender, ``t_i = q_i XOR r_i s`` at the
+    receiver; ``delta`` is ``s`` (16 bytes) at the sender, ``None`` at the receiver;
+    ``session`` the session tag; ``spans`` where the rows sit among the session's OTs:
+    ``(first row, rows, OT index of the first row)`` per IKNP chunk (chunks are padded,
+    and carry the KOS15 check's OTs when it is on, so indices are not contiguous across
+    chunks; :meth:`indices`). At the receiver the rows come after the KOS15 check where
+    it is enabled, as every output of the session does.
+
+    Soundness. IKNP's own outputs are ``H((i, session, b), q_i)`` and
+    ``H((i, session, b), q_i XOR s)`` (:func:`~ppdm.protocols.ot.crhash.tccr_expand`,
+    block ``b`` of the output); the receiver, who knows ``t_i`` but not ``s``, learns
+    nothing of the output of the choice it did not make as long as the tweakable
+    circular correlation-robust hash (Guo, Katz, Wang and Yu, S&P 2020, section 7.4) is
+    used under each tweak ``(i, session, b)`` of this ``s`` for one OT's pair ``q_i``,
+    ``q_i XOR s`` only, once (one hidden query per tweak). Every call
+    that returns raw rows consumes fresh OT indices of the session (the counter moves
+    past them as for every other method), so no other method of the session -- its
+    :meth:`IKNPSender.random`, chosen or correlated OTs, the KK13 base OTs -- ever hashes
+    these rows. A consumer may therefore derive any outputs
+    ``H((i, session, b), q_i)`` / ``H((i, session, b), q_i XOR s)`` (and the receiver
+    ``H((i, session, b), t_i)``, equal to the one of its choice) with ``i`` the row's own
+    OT index, as long as it never uses one ``(i, b)`` twice and keeps ``b`` below KK13's
+    range (:data:`~ppdm.protocols.ot.kk13.TWEAK_BLOCK`): these are exactly IKNP
+    random-OT outputs, one hash layer per output block."""
+
+    rows: np.ndarray
+    delta: np.ndarray | None
+    session: int
+    spans: tuple[tuple[int, int, int], ...]
+
+    def indices(self, lo: int = 0, hi: int | None = None) -> np.ndarray:
+        """The OT indices (uint64) of rows ``lo .. hi - 1``: their tweaks' index field."""
+        return span_indices(self.spans, lo, len(self.rows) if hi is None else hi)
+
+    def take(self, lo: int, hi: int) -> RawRows:
+        """Rows ``lo .. hi - 1`` (a view) with their spans."""
+        spans = tuple(
+            (max(lo, f) - lo, min(hi, f + c) - max(lo, f), s + max(lo, f) - f)
+            for f, c, s in self.spans
+            if max(lo, f) < min(hi, f + c)
+        )
+        return RawRows(self.rows[lo:hi], self.delta, self.session, spans)
 
 
 class IKNPSender:
@@ -329,6 +389,19 @@ class IKNPSender:
             x0[o : o + n] = a
             x1[o : o + n] = b
         return x0, x1
+
+    def raw_rows(self, m: int) -> RawRows:
+        """``m`` random OTs as IKNP's unhashed rows ``q_i`` and ``s`` (:class:`RawRows`:
+        the caller hashes them, under the tweak discipline stated there). The peer calls
+        :meth:`IKNPReceiver.raw_rows` (or any receiver method taking the same ``m`` OTs:
+        the messages are those of :meth:`random`)."""
+        rows = np.empty((m, 16), dtype=np.uint8)
+        spans = []
+        for o, n in _spans(m, self.chunk):
+            start, q = self._q_rows(n)
+            rows[o : o + n] = q
+            spans.append((o, n, start))
+        return RawRows(rows, self._s_row.copy(), self._session, tuple(spans))
 
     # Chosen-message OT -----------------------------------------------------------------
 
@@ -521,6 +594,19 @@ class IKNPReceiver:
         for (o, n), x in zip(_spans(len(r), self.chunk), pieces, strict=True):
             out[o : o + n] = x
         return out
+
+    def raw_rows(self, choices: np.ndarray) -> RawRows:
+        """Random OTs with the given choice bits as IKNP's unhashed rows ``t_i`` (after
+        the KOS15 check where it is on; :class:`RawRows`, ``delta`` None): ``H((i,
+        session, b), t_i)`` is the sender's output of choice ``r_i``."""
+        r = _check_bits(choices)
+        rows = np.empty((len(r), 16), dtype=np.uint8)
+        spans = []
+        for o, n in _spans(len(r), self.chunk):
+            start, t = self._t_rows(r[o : o + n])
+            rows[o : o + n] = t
+            spans.append((o, n, start))
+        return RawRows(rows, None, self._session, tuple(spans))
 
     # Two-phase batches (u first, corrections later) -------------------------------------
 
