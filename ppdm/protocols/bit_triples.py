@@ -195,8 +195,9 @@ def _rot_triples(session: OTSession, count: int, pairs: int) -> tuple[np.ndarray
 def use_kk13_triples(session: OTSession, slots: int) -> bool:
     """Whether a batch of ``slots`` cross terms per direction uses KK13 (both parties
     know both): not in a session checked against a malicious receiver (KK13 here has no
-    consistency check), and from :data:`KK13_MIN_SLOTS` up."""
-    return slots >= KK13_MIN_SLOTS and not session.malicious_receiver
+    consistency check), not in a session that opts out of KK13 (``session.kk13``), and
+    from :data:`KK13_MIN_SLOTS` up."""
+    return slots >= KK13_MIN_SLOTS and session.kk13 and not session.malicious_receiver
 
 
 class BitEngine:

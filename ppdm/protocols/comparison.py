@@ -116,7 +116,12 @@ def _use_kk13(session: OTSession, m: int, count: int) -> bool:
     """Whether ``count`` leaves of ``m`` bits use KK13 (both parties know all three). Not
     in a session checked against a malicious receiver (KOS15): KK13 here has no such
     check, so those leaves keep the checked IKNP OTs."""
-    return m == _KK13_BITS and count >= _KK13_MIN_LEAVES and not session.malicious_receiver
+    return (
+        m == _KK13_BITS
+        and count >= _KK13_MIN_LEAVES
+        and session.kk13
+        and not session.malicious_receiver
+    )
 
 
 def _as_unsigned(values: np.ndarray, bits: int, signed: bool) -> np.ndarray:

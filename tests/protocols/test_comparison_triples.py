@@ -128,9 +128,18 @@ def test_bad_tables_raise_naming_party_and_step(bad):
 def test_kk13_triples_only_for_large_batches_and_honest_receivers():
     """Below 1,024 cross terms a direction, or in a session checked against a malicious
     receiver, the triples stay on IKNP random OTs."""
-    assert bit_triples.use_kk13_triples(type("S", (), {"malicious_receiver": False})(), 1024)
-    assert not bit_triples.use_kk13_triples(type("S", (), {"malicious_receiver": False})(), 1023)
-    assert not bit_triples.use_kk13_triples(type("S", (), {"malicious_receiver": True})(), 10**6)
+    assert bit_triples.use_kk13_triples(
+        type("S", (), {"malicious_receiver": False, "kk13": True})(), 1024
+    )
+    assert not bit_triples.use_kk13_triples(
+        type("S", (), {"malicious_receiver": False, "kk13": True})(), 1023
+    )
+    assert not bit_triples.use_kk13_triples(
+        type("S", (), {"malicious_receiver": True, "kk13": True})(), 10**6
+    )
+    assert not bit_triples.use_kk13_triples(
+        type("S", (), {"malicious_receiver": False, "kk13": False})(), 10**6
+    )
 
 
 # A batch-length mismatch -------------------------------------------------------------------

@@ -100,6 +100,26 @@ def test_all_nonnegative_with_a_reused_session():
         assert first.tolist() == [False, True] and second.tolist() == [False]
 
 
+def test_threshold_sessions_stay_off_kk13_even_for_large_batches():
+    """A threshold test compares few values per call; its sessions opt out of KK13
+    (its set-up and sender hashing cost more CPU than its bytes save there), however
+    large the batch: no KK13 step runs, and the answers are the plain ones."""
+    from ppdm.parties.local import simulate
+
+    gen = np.random.default_rng(5)
+    vals = {p: gen.integers(-(2**40), 2**40, size=400) for p in ("x", "y")}
+
+    def run(net, mine):
+        return secure_sum_nonnegative(net, mine, session=compare_session(net, "t/compare"))
+
+    sim = simulate(run, vals, timeout=120)
+    want = (vals["x"] + vals["y"]) >= 0
+    assert sim.results["x"].tolist() == want.tolist()
+    assert compare_session(LocalNetwork(["x", "y"]).endpoint("x"), "s").kk13 is False
+    steps = {s["step"] for p in ("x", "y") for s in sim.metrics[p]}
+    assert steps and not any("kk13" in s for s in steps)
+
+
 def test_middle_party_receives_row_results_only():
     """The attacker's side: a party between the first and the last sees the masked ring
     message and the opened row results -- ``ceil(m / 8)`` bytes, never the ``m g`` single

@@ -704,6 +704,7 @@ class OTSession:
         *,
         chunk: int = DEFAULT_CHUNK,
         malicious_receiver: bool = False,
+        kk13: bool = True,
     ) -> None:
         if peer == net.me or peer not in net.parties:
             raise ValueError(f"peer {peer!r} must be another party of the job")
@@ -711,6 +712,10 @@ class OTSession:
         self.peer = peer
         self.chunk = chunk
         self.malicious_receiver = malicious_receiver
+        #: Whether large comparison batches may use KK13 (fewer bytes, more sender CPU);
+        #: both parties must pass the same. ``False`` for protocols that compare few
+        #: values per call, where KK13's set-up and its 16 hashes per OT do not pay.
+        self.kk13 = kk13
         self._sender: IKNPSender | None = None
         self._receiver: IKNPReceiver | None = None
         self._kk13_sender: KK13Sender | None = None
