@@ -55,7 +55,6 @@ from __future__ import annotations
 import hashlib
 import secrets
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -69,7 +68,13 @@ from ppdm.protocols.ot.base import (
     check_choices,
 )
 from ppdm.protocols.ot.bits import pack, transpose_bits, unpack
-from ppdm.protocols.ot.crhash import SESSION_BITS, AESCTRStream, tccr_expand
+from ppdm.protocols.ot.common import ALIGN as _ALIGN
+from ppdm.protocols.ot.common import check_chunk as _check_chunk
+from ppdm.protocols.ot.common import pad as _pad
+from ppdm.protocols.ot.common import scoped_errors as _scoped_errors
+from ppdm.protocols.ot.common import session_tag as _session_tag
+from ppdm.protocols.ot.common import spans as _spans
+from ppdm.protocols.ot.crhash import AESCTRStream, tccr_expand
 from ppdm.protocols.ot.kk13 import KK13Receiver, KK13Sender
 
 __all__ = ["DEFAULT_CHUNK", "KAPPA", "IKNPReceiver", "IKNPSender", "OTSession", "RawRows"]
@@ -77,7 +82,6 @@ __all__ = ["DEFAULT_CHUNK", "KAPPA", "IKNPReceiver", "IKNPSender", "OTSession", 
 KAPPA = 128
 #: OTs per chunk (one ``u`` message of ``16 * chunk`` bytes).
 DEFAULT_CHUNK = 1 << 19
-_ALIGN = 64  # the transpose works on 64-column blocks
 
 STEP_SESSION = "session"
 STEP_SESSION_REPLY = "session-reply"
@@ -136,9 +140,8 @@ def _clmul(a: int, b: int) -> int:
 def session_tag(receiver_nonce: bytes, sender_nonce: bytes) -> int:
     """The session tag of the hash tweaks, from both parties' random nonces (neither
     chooses it alone): the first :data:`~ppdm.protocols.ot.crhash.SESSION_BITS` bits of
-    SHA-256 over both."""
-    digest = hashlib.sha256(b"ppdm/iknp/session" + receiver_nonce + sender_nonce).digest()
-    return int.from_bytes(digest[:8], "big") >> (64 - SESSION_BITS)
+    SHA-256 over both (:func:`~ppdm.protocols.ot.common.session_tag`)."""
+    return _session_tag(b"ppdm/iknp/session", receiver_nonce, sender_nonce)
 
 
 STEP_U = "u"
@@ -151,27 +154,6 @@ def _prefix(sender: str, receiver: str) -> str:
     return f"ot/iknp/{sender}>{receiver}"
 
 
-@contextmanager
-def _scoped_errors(prefix: str) -> Iterator[None]:
-    """Give semantic errors raised by a sub-protocol on a scoped view the full step tag."""
-    try:
-        yield
-    except ProtocolError as exc:
-        if exc.step.startswith(prefix + "/"):
-            raise
-        raise ProtocolError(exc.party, f"{prefix}/{exc.step}", exc.reason) from exc
-
-
-def _pad(n: int) -> int:
-    return -(-n // _ALIGN) * _ALIGN
-
-
-def _check_chunk(chunk: int) -> int:
-    if chunk < _ALIGN:
-        raise ValueError(f"chunk must be at least {_ALIGN} OTs")
-    return chunk - chunk % _ALIGN
-
-
 #: Largest correction message (bytes); chunks shrink for long messages to respect it.
 MAX_CORRECTION_BYTES = 8 << 20
 
@@ -180,11 +162,6 @@ def _chunk_for(chunk: int, bytes_per_ot: int) -> int:
     """OTs per chunk when every OT also sends ``bytes_per_ot`` correction bytes."""
     fit = MAX_CORRECTION_BYTES // max(bytes_per_ot, 1)
     return max(_ALIGN, min(chunk, fit - fit % _ALIGN))
-
-
-def _spans(m: int, chunk: int) -> list[tuple[int, int]]:
-    """``(offset, count)`` of every chunk of ``m`` OTs."""
-    return [(o, min(chunk, m - o)) for o in range(0, m, chunk)]
 
 
 def _check_delta(delta: np.ndarray) -> np.ndarray:

@@ -78,10 +78,8 @@ most ``chunk`` OTs, one-way; against 64 bytes for a 1-out-of-16 OT from four IKN
 from __future__ import annotations
 
 import functools
-import hashlib
 import secrets
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 
 import numpy as np
 
@@ -89,7 +87,12 @@ from ppdm.errors import ProtocolError
 from ppdm.parties.network import Network
 from ppdm.protocols.ot.base import _check_length, base_ot_receive_random, base_ot_send_random
 from ppdm.protocols.ot.bits import pack, transpose_bits
-from ppdm.protocols.ot.crhash import BLOCK, SESSION_BITS, AESCTRStream, aes_permute, make_tweaks
+from ppdm.protocols.ot.common import check_chunk as _check_chunk
+from ppdm.protocols.ot.common import pad as _pad
+from ppdm.protocols.ot.common import scoped_errors as _scoped_errors
+from ppdm.protocols.ot.common import session_tag as _session_tag
+from ppdm.protocols.ot.common import spans as _spans
+from ppdm.protocols.ot.crhash import BLOCK, AESCTRStream, aes_permute, make_tweaks
 
 __all__ = ["CHOICES", "CODE_BITS", "KK13Receiver", "KK13Sender", "codewords", "kk13_hash"]
 
@@ -106,7 +109,6 @@ LIVE_BITS = int(_LIVE.sum())
 _LIVE_COLUMNS = np.flatnonzero(_LIVE)
 #: OTs per chunk: one ``u`` message of ``30 * chunk`` bytes (7.5 MiB).
 DEFAULT_CHUNK = 1 << 18
-_ALIGN = 64  # the transpose works on 64-column blocks
 #: The first tweak block number of KK13's hash (module docstring).
 TWEAK_BLOCK = 0x400000
 _HASH_BATCH = 1 << 12  # OTs per hashing pass at the sender (16 keys each: 1 MiB arrays)
@@ -121,22 +123,10 @@ def _prefix(sender: str, receiver: str) -> str:
     return f"ot/kk13/{sender}>{receiver}"
 
 
-@contextmanager
-def _scoped_errors(prefix: str) -> Iterator[None]:
-    """Give errors of the base OTs on a scoped view the full step tag."""
-    try:
-        yield
-    except ProtocolError as exc:
-        if exc.step.startswith(prefix + "/"):
-            raise
-        raise ProtocolError(exc.party, f"{prefix}/{exc.step}", exc.reason) from exc
-
-
 def session_tag(receiver_nonce: bytes, sender_nonce: bytes) -> int:
     """The session tag of the hash tweaks from both parties' nonces (a label of its own:
     never an IKNP session's tag for the same nonces)."""
-    digest = hashlib.sha256(b"ppdm/kk13/session" + receiver_nonce + sender_nonce).digest()
-    return int.from_bytes(digest[:8], "big") >> (64 - SESSION_BITS)
+    return _session_tag(b"ppdm/kk13/session", receiver_nonce, sender_nonce)
 
 
 @functools.lru_cache(maxsize=1)
@@ -169,20 +159,6 @@ def _check_seeds(seeds: np.ndarray) -> np.ndarray:
     if seeds.dtype != np.uint8 or seeds.shape != (CODE_BITS, BLOCK):
         raise ValueError(f"base OTs must give ({CODE_BITS}, {BLOCK}) uint8 keys")
     return seeds
-
-
-def _check_chunk(chunk: int) -> int:
-    if chunk < _ALIGN:
-        raise ValueError(f"chunk must be at least {_ALIGN} OTs")
-    return chunk - chunk % _ALIGN
-
-
-def _pad(n: int) -> int:
-    return -(-n // _ALIGN) * _ALIGN
-
-
-def _spans(m: int, chunk: int) -> list[tuple[int, int]]:
-    return [(o, min(chunk, m - o)) for o in range(0, m, chunk)]
 
 
 def _tccr(x: np.ndarray, tweaks: np.ndarray) -> np.ndarray:
