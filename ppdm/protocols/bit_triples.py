@@ -76,18 +76,6 @@ def random_bits(n: int) -> np.ndarray:
     return unpack(np.frombuffer(secrets.token_bytes((n + 7) // 8), dtype=np.uint8), n)
 
 
-def _setup_kk13_both(session: OTSession) -> None:
-    """Both KK13 directions, in an order both parties agree on (the first party sets up
-    its sender's side first, the second its receiver's: each waits on the other's)."""
-    session.setup_both()
-    if session.is_first:
-        _ = session.kk13_sender
-        _ = session.kk13_receiver
-    else:
-        _ = session.kk13_receiver
-        _ = session.kk13_sender
-
-
 def _kk13_send_tables(session: OTSession, m: int) -> tuple[np.ndarray, np.ndarray]:
     """The sender's side of :func:`_kk13_triples` for ``m`` OTs: sends the tables and
     returns ``(b, x0)``, this party's ``b`` lanes ``(4 m,)`` (two bits a slot) and its
@@ -147,7 +135,7 @@ def _kk13_triples(
     (``choices``, ``keys``) once the peer's tables are read (:meth:`BitEngine.settle`)."""
     total = count + pairs
     m = -(-total // _SLOTS)
-    _setup_kk13_both(session)
+    session.setup_kk13_both()
     a_all = random_bits(_SLOTS * m)
     choices = (a_all.reshape(m, _SLOTS) << np.arange(_SLOTS, dtype=np.uint8)).sum(axis=1)
     choices = choices.astype(np.uint8)

@@ -750,6 +750,17 @@ class OTSession:
             _ = self.receiver
             _ = self.sender
 
+    def setup_kk13_both(self) -> None:
+        """Both IKNP directions, then both KK13 directions, in an order both parties agree
+        on (the first party sets up its KK13 sender first, the second its receiver)."""
+        self.setup_both()
+        if self.is_first:
+            _ = self.kk13_sender
+            _ = self.kk13_receiver
+        else:
+            _ = self.kk13_receiver
+            _ = self.kk13_sender
+
     def correlated_both(
         self, delta: np.ndarray, choices: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
