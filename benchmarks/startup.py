@@ -19,12 +19,16 @@ gives more; the table says how many cores were busy). Where a node's start goes:
 interpreter and its site hooks, then gRPC (with asyncio), the certificate library (the
 roster's and the party's certificates and keys are checked before serving) and protobuf,
 about 4/5 of its instructions; ppdm's modules (with the standard ones they use), the
-settings, the policy and the ledger about 1/5 (most of it the frozen dataclasses the
-settings, the roster, the policy and a job's statement are made of: a few million
+settings, the policy and the ledger about 1/5 (most of it the dataclasses the settings,
+the roster, the policy, the ledger and a job's record are made of: 2-5 million
 instructions each, counted with ``valgrind --tool=callgrind``). A node imports the one
-command module that registers ``party``, and not what only a job needs: a job's rules
-and decision, signed ledger heads, the ledger's checks
-(``tests/service/test_startup_imports.py``).
+command module that registers ``party``, and not what only a job needs: the jobs'
+declared leakage, a job's rules and decision, signed ledger heads, the ledger's checks
+(``tests/service/test_startup_imports.py``); it runs its start without the cyclic
+garbage collector (what the start makes lives as long as the node, and is frozen once it
+serves). The package's bytecode is written first, as an install writes it: a source tree
+under ``PYTHONDONTWRITEBYTECODE``, or with modules edited since their bytecode, would
+otherwise compile those at every start (1.6x the instructions for the whole package).
 
     python benchmarks/startup.py [--quick] [--json FILE]
 """
@@ -32,6 +36,7 @@ and decision, signed ledger heads, the ledger's checks
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import statistics
 import subprocess
@@ -93,6 +98,10 @@ def main() -> None:
     args = ap.parse_args()
     runs = 3 if args.quick else 7
     py = sys.executable
+    import ppdm
+
+    # as an install leaves it (pip compiles the package): starts measured from bytecode
+    compileall.compile_dir(Path(ppdm.__file__).parent, quiet=1)
     helps = [_time([py, "-m", "ppdm", "--help"]) for _ in range(runs)]
     eager = [
         _time([py, "-c", f"{EAGER}\nfrom ppdm.cli.main import build_parser\nbuild_parser()"])

@@ -20,11 +20,11 @@ from ppdm.service.disclosure import DisclosureAuditor
 from ppdm.service.jobstate import owner_cause
 from ppdm.service.ledger import ledger_path, read_state
 from ppdm.service.policy import Policy, PolicyFile, evaluate
-from ppdm.service.profiles import Disclosure, get_profile, input_identity, input_version
 
-if TYPE_CHECKING:  # the job registry is imported by a node's first job, not its start
+if TYPE_CHECKING:  # the job registry and the jobs' leakage: a node's first job imports them
     from ppdm.jobs.registry import PartyContext
     from ppdm.service.policy_decision import Decision
+    from ppdm.service.profiles import Disclosure
 
 log = logging.getLogger(__name__)
 
@@ -86,10 +86,12 @@ def decide(
     Returns the decision, the job's declared leakage and the audit record (or ``None``).
     Refusals carry fixed reasons; the data-dependent details go to the local log.
     """
+    from ppdm.service.policy_decision import Decision  # not at a node's start
+    from ppdm.service.profiles import get_profile, input_identity, input_version
+
     me = ctx.name
     profile = get_profile(protocol)
     rules = policy.rules(protocol)
-    from ppdm.service.policy_decision import Decision  # not at a node's start
 
     def refuse(rule: str, reason: str, cause: BaseException | None = None) -> Decision:
         return Decision(

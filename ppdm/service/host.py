@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import fcntl
 import functools
@@ -132,7 +131,10 @@ MMAP_THRESHOLD_BYTES = 256 << 10
 
 @functools.cache
 def _glibc() -> Any:
-    """The C library, once (a new ``CDLL`` per call would leak a ctypes class each)."""
+    """The C library, once (a new ``CDLL`` per call would leak a ctypes class each);
+    ``ctypes`` is imported here, once the node serves (~1% of a start's instructions)."""
+    import ctypes
+
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None)
         if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim"):
@@ -142,7 +144,8 @@ def _glibc() -> Any:
 
 def tune_allocator() -> None:
     """Make this process's large buffers return to the system when freed (glibc; a no-op
-    elsewhere). What ``ppdm party serve`` does at start."""
+    elsewhere). What ``ppdm party serve`` does once its node serves (before its first
+    job's frames, which are what it is for)."""
     libc = _glibc()
     if libc is not None:
         libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)

@@ -23,11 +23,11 @@ from ppdm.errors import ConfigError, PublicError, with_local_cause
 from ppdm.parties.grpc_net import JobLinks
 from ppdm.parties.network import Endpoint
 from ppdm.proto.ppdm.v1 import party_pb2 as pb
-from ppdm.service.profiles import Disclosure
 
-if TYPE_CHECKING:  # the job registry is imported by a node's first job, not its start
+if TYPE_CHECKING:  # the job registry and the jobs' leakage: a node's first job imports them
     from ppdm.jobs.registry import PartyContext
     from ppdm.service.policy_decision import Decision
+    from ppdm.service.profiles import Disclosure
 
 STATE_NAMES: dict[int, str] = {
     pb.JOB_STATE_RUNNING: "running",

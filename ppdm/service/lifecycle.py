@@ -40,11 +40,11 @@ from ppdm.service.jobstate import (
 )
 from ppdm.service.peers import NodePeers
 from ppdm.service.policy import PolicyFile
-from ppdm.service.profiles import Disclosure, input_identity, input_version
 
-if TYPE_CHECKING:  # the job registry is imported by a node's first job, not its start
+if TYPE_CHECKING:  # the job registry and the jobs' leakage: a node's first job imports them
     from ppdm.jobs.registry import PartyContext
     from ppdm.service.policy_decision import Decision
+    from ppdm.service.profiles import Disclosure
 
 log = logging.getLogger(__name__)
 
@@ -228,6 +228,8 @@ class JobLifecycle(NodePeers):
         table, _, name = input_key.partition(".")
         if table not in ("inputs", "data") or not name or len(input_key) > 128:
             return []
+        from ppdm.service.profiles import input_identity, input_version
+
         try:
             ctx = self._context()
             version = input_version(ctx, input_key)

@@ -52,6 +52,7 @@ over the lifecycle (:mod:`ppdm.service.servicer`), the decision and its dry run
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 import sys
@@ -456,7 +457,6 @@ def serve(
     """Run a node until SIGINT or SIGTERM, then shut down cleanly; returns the exit code.
     SIGHUP re-reads the policy file, the settings and a newer signed roster. ``addons``
     start with the node and stop with it (``PartyNode``)."""
-    tune_allocator()
     node = PartyNode(settings, addons=addons)
     stop = threading.Event()
     received: list[int] = []
@@ -474,6 +474,10 @@ def serve(
         node.ledger.close()
         node.release_state()
         raise
+    if not gc.isenabled():  # held off for the start by the caller (``ppdm party serve``):
+        gc.freeze()  # what the start made lives as long as the node, never rescanned,
+        gc.enable()  # and collection resumes
+    tune_allocator()  # for the jobs' frames: none has come yet, the node only now serves
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_hup)
     try:

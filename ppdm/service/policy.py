@@ -70,9 +70,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ppdm.service import policy_file as _policy_file
 from ppdm.service.policy_file import (
     DEFAULT_POLICY_TOML,
-    OPEN_POLICY_TOML,
     PolicyFile,
     load_policy,
     parse_policy,
@@ -83,12 +83,13 @@ from ppdm.service.policy_rules import STATEMENT_DEFAULTS as STATEMENT_DEFAULTS
 from ppdm.service.policy_rules import STATEMENT_KEYS as STATEMENT_KEYS
 from ppdm.service.policy_rules import DataRules as DataRules
 from ppdm.service.policy_rules import Policy
-from ppdm.service.profiles import SHARE_OUTPUTS, Disclosure
 
 if TYPE_CHECKING:
     from ppdm.service.policy_decision import Decision as Decision
     from ppdm.service.policy_decision import JobRules as JobRules
     from ppdm.service.policy_decision import ParamRule as ParamRule
+    from ppdm.service.policy_file import OPEN_POLICY_TOML as OPEN_POLICY_TOML
+    from ppdm.service.profiles import Disclosure
 
 __all__ = [
     "DEFAULT_POLICY_TOML",
@@ -198,6 +199,8 @@ def evaluate(
                         f"{key}.min_support", f"the job must set min_support >= {d.min_support:g}"
                     )
         if r.results == "shares":
+            from ppdm.service.profiles import SHARE_OUTPUTS
+
             share = SHARE_OUTPUTS.get(job)
             if share is None or params.get(share[0]) != share[1]:
                 return refuse(
@@ -326,9 +329,12 @@ def _check_statement(
 def __getattr__(name: str) -> Any:
     """:class:`Decision`, :class:`JobRules` and :class:`ParamRule`
     (:mod:`~ppdm.service.policy_decision`), imported at first use: a node parses its
-    policy and serves without them."""
+    policy and serves without them; ``OPEN_POLICY_TOML``, made at first use (it lists
+    every job's disclosure parameters, :mod:`ppdm.service.profiles`)."""
     if name in ("Decision", "JobRules", "ParamRule"):
         from ppdm.service import policy_decision
 
         return getattr(policy_decision, name)
+    if name == "OPEN_POLICY_TOML":
+        return _policy_file.OPEN_POLICY_TOML
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -31,6 +31,8 @@ from ppdm.service.policy_rules import (
 if TYPE_CHECKING:
     from ppdm.service.policy_decision import ParamRule
 
+    OPEN_POLICY_TOML: str  # made at first use (module __getattr__)
+
 log = logging.getLogger(__name__)
 
 RESULTS = ("members", "initiator", "owner", "shares")
@@ -400,4 +402,10 @@ class PolicyFile:
             return True
 
 
-OPEN_POLICY_TOML = _open_policy()
+def __getattr__(name: str) -> Any:
+    """``OPEN_POLICY_TOML``, made at first use from the jobs' declared leakage
+    (:mod:`ppdm.service.profiles`, which a node imports with its first job, not at start)."""
+    if name == "OPEN_POLICY_TOML":
+        text = globals()[name] = _open_policy()
+        return text
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,8 +15,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ppdm.service.profiles import get_profile
-
 if TYPE_CHECKING:
     from ppdm.service.policy_decision import Decision as Decision
     from ppdm.service.policy_decision import JobRules as JobRules
@@ -101,6 +99,7 @@ class Policy:
 
     def rules(self, job: str) -> JobRules:
         from ppdm.service.policy_decision import JobRules
+        from ppdm.service.profiles import get_profile
 
         d = {**self.defaults, **{k: v for k, v in self.jobs.get(job, {}).items() if k != "params"}}
         listed = self.defaults["jobs"]

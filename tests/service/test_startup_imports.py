@@ -1,10 +1,10 @@
 """Issue 25, item 5: ``ppdm party serve`` imports only what it serves with.
 
 The command line imports the one command module that registers ``party`` (not every
-command's module); the node imports the job registry, the disclosure audit's exact
-arithmetic (``fractions``), the CSV reader, the IDNA codec, the ``[data]`` sources'
-checks (``ppdm.sources``), a job's rules and decision, signed ledger heads and the
-ledger's checks only when something needs them, not before it serves. Checked
+command's module); the node imports the job registry, the jobs' declared leakage, the
+disclosure audit's exact arithmetic (``fractions``), the CSV reader, the IDNA codec, the
+``[data]`` sources' checks (``ppdm.sources``), a job's rules and decision, signed ledger
+heads and the ledger's checks only when something needs them, not before it serves. Checked
 by the modules a fresh interpreter running the real command has loaded when it logs
 "serving", not by timing (the speed goal is printed by ``python benchmarks/startup.py``).
 """
@@ -53,6 +53,7 @@ NOT_BEFORE_SERVING = (
     "sklearn",
     "prometheus_client",
     "multiprocessing",
+    "ctypes",  # the allocator's tuning for the jobs' frames, once the node serves
     "ppdm.mining",
     "ppdm.anonymize",
     "ppdm.protocols",
@@ -66,6 +67,9 @@ NOT_BEFORE_SERVING = (
     "encodings.idna",  # the port check on an address literal needs no codec
     "ppdm.sources",  # the [data] entries' check, at start when there are entries
     "ppdm.service.policy_decision",  # a job's rules and the decision, at the first job
+    "ppdm.service.profiles",  # the jobs' declared leakage, at the first job proposed
+    "ppdm.service.statement",
+    "ppdm.service.input_versions",
     "ppdm.service.ledger_heads",  # signing and checking heads, at the first job
     "ppdm.service.ledger_verify",  # the ledger's checks, when asked for
 )
