@@ -16,7 +16,12 @@ average near 4): KK13 leaves, 823 B per comparison and 266 MB (quick: 827 B, 32.
 with the tree's triples from KK13 OTs and the 16 dead KK13 columns not sent, 738.5 B and
 239 MB (quick: 742 B, 29.4 MB), for 13 to 20 % more CPU (means of interleaved runs: 6.4
 -> 7.2 s over three pairs, quick 1.5 -> 1.8 s over six: KK13's sender hashes 16 keys
-for every four triples).
+for every four triples). With SoftSpoken's VOLE columns under KK13's keys (7.5 bytes of
+``u`` a leaf instead of 30), the multiplexers on the same OTs (one-byte index shares)
+and the PRG and KK13 hash compiled with AES-NI/VAES: 323.1 B per comparison and 104.5
+MB (quick: 327 B, 12.9 MB), 1.5-1.6 s CPU against 2.8-3.1 s for the tree before it in
+interleaved runs at a load average of 8 to 12 on another machine (AMD EPYC; quick 0.25
+s; 3.6-3.8 s without the compiled AES kernels, numpy and OpenSSL computing the same bytes).
 
 Every run checks its own result against a plain Lloyd on the pooled data (numpy, ties to
 the lowest index, the same start and stopping rule): the same labels and iterations,

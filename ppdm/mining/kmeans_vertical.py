@@ -125,12 +125,12 @@ def vertical_kmeans(
     messages of ``8 n k`` bytes, then a secure argmin with ``k - 1`` comparisons per record
     between the first two parties, on ``value_bits`` = the largest announced scale + the
     fraction bits + ``ceil(log2 n_parties)`` bits (the most the summed distances can
-    reach; 56 on scikit-learn's digits), about ``23 value_bits`` bytes each (1.27 KB on
-    digits: 16 bytes of IKNP ``u`` per compared bit, the 4-bit leaf tables that also
-    carry the first AND level, a triple per node above it and the multiplexer;
-    :mod:`ppdm.protocols.comparison`); one more such assignment round at the end
-    when ``tol`` or ``max_iter`` stops the run (so that the labels belong to the final
-    centers).
+    reach; 56 on scikit-learn's digits), about ``6 value_bits`` bytes each (323 B on
+    digits: 7.5 bytes of SoftSpoken 1-out-of-16 ``u`` per 4-bit leaf, the 4-bit leaf
+    tables that also carry the first AND level, a triple per node above it and the
+    multiplexer; :mod:`ppdm.protocols.comparison`); one more such assignment round at
+    the end when ``tol`` or ``max_iter`` stops the run (so that the labels belong to the
+    final centers).
     """
     from ppdm.protocols.comparison import secure_argmin
     from ppdm.protocols.ot.extension import OTSession

@@ -19,9 +19,10 @@ of ``u``, per cross term and direction, carrying two lanes ``b``, ``b'``).
 
 Triples from 1-out-of-16 random OTs (:func:`_kk13_triples`, the 1-out-of-N form of the
 same idea; Kolesnikov and Kumaresan, CRYPTO 2013, and Orrù, Orsini and Scholl, CT-RSA
-2017, for the 1-out-of-N OT extension, :mod:`ppdm.protocols.ot.kk13`): one KK13 OT,
-30 bytes of ``u``, serves four cross terms at once. The receiver's choice is four of its
-``a`` bits, ``v = (a_0, .., a_3)``; the sender holds the 16 keys ``x^v`` and wants
+2017, for the 1-out-of-N OT extension, :mod:`ppdm.protocols.ot.kk13`, with its
+columns from SoftSpoken's VOLE, :mod:`ppdm.protocols.ot.softspoken`): one such OT, 7.5
+bytes of ``u`` (KK13's own: 30), serves four cross terms at once. The receiver's
+choice is four of its ``a`` bits, ``v = (a_0, .., a_3)``; the sender holds the 16 keys ``x^v`` and wants
 ``R`` to end with ``x^0 XOR F(a)``, ``F(v) = XOR_i (v_i AND b_i)`` in every lane. With
 1-out-of-2 OTs the keys are affine in the choice, so ``F`` comes for free; 16 random
 keys are not (``x^a`` for the 16 choices are 16 independent random values, and ``x^0
@@ -41,9 +42,10 @@ its share is ``x^0``, with every ``b_i`` masked by the unknown ``x^{e_i}``). So 
 party's triple bits ``a``, ``b``, ``c`` are uniform given the peer's view, as with IKNP
 triples.
 
-Cost per cross term and direction: 16 bytes of ``u`` (IKNP) or ``(30 + 15) / 4 = 11.25``
-bytes (KK13), at more CPU: for four cross terms the KK13 sender hashes 16 keys (64
-fixed-key AES blocks), four IKNP senders 8 outputs (16 blocks). Both kinds are one ``u``
+Cost per cross term and direction: 16 bytes of ``u`` (IKNP) or ``(7.5 + 15) / 4 =
+5.6`` bytes (1-out-of-16), at more CPU: for four cross terms the 1-out-of-16 sender
+hashes 16 keys (64 fixed-key AES blocks, compiled with AES-NI), four IKNP senders 8
+outputs (16 blocks). Both kinds are one ``u``
 message each way; the KK13 tables answer the peer's ``u`` and are read only when the
 first AND needs ``c``, after this party has sent its openings: they travel in the same
 hop as the openings, so no round trip is added.
@@ -80,7 +82,7 @@ def _kk13_send_tables(session: OTSession, m: int) -> tuple[np.ndarray, np.ndarra
     """The sender's side of :func:`_kk13_triples` for ``m`` OTs: sends the tables and
     returns ``(b, x0)``, this party's ``b`` lanes ``(4 m,)`` (two bits a slot) and its
     shares ``x^0`` ``(m,)`` (one byte, four slots)."""
-    keys = session.kk13_sender.random(m, length=1)[:, :, 0]  # (m, 16)
+    keys = session.ot16.sender.random(m, length=1)[:, :, 0]  # (m, 16)
     x0 = keys[:, 0]
     unit = keys[:, [1, 2, 4, 8]] ^ x0[:, None]
     d = unit & (np.uint8(3) << _SHIFTS)[None, :]  # slot i of x^{e_i} XOR x^0: b_i
@@ -135,11 +137,11 @@ def _kk13_triples(
     (``choices``, ``keys``) once the peer's tables are read (:meth:`BitEngine.settle`)."""
     total = count + pairs
     m = -(-total // _SLOTS)
-    session.setup_kk13_both()
+    session.ot16.setup_both()
     a_all = random_bits(_SLOTS * m)
     choices = (a_all.reshape(m, _SLOTS) << np.arange(_SLOTS, dtype=np.uint8)).sum(axis=1)
     choices = choices.astype(np.uint8)
-    keys = session.kk13_receiver.random(choices, length=1)[:, 0]  # sends u
+    keys = session.ot16.receiver.random(choices, length=1)[:, 0]  # sends u
     b, x0 = _kk13_send_tables(session, m)  # reads the peer's u, sends the tables
     mine = (x0[:, None] >> _SHIFTS[None, :]) & 3  # this party's sender shares
     a = a_all[:total]

@@ -16,12 +16,14 @@ tree):
    ``lt_j = [x_j < y_j]`` and ``eq_j = [x_j = y_j]``: the ``x_party`` offers, for
    every possible ``y_j``, the two bits masked with its own random shares (entries
    packed to bytes). For ``m = 4`` (batches of 256 leaves or more, in a session not
-   checked against a malicious receiver) that OT is one KK13 random 1-out-of-16 OT
-   (Kolesnikov and Kumaresan, CRYPTO 2013, as in CrypTFlow2's leaves;
-   :mod:`ppdm.protocols.ot.kk13`: 30 bytes of ``u``); otherwise Naor-Pinkas from ``m``
-   IKNP random OTs (as :mod:`ppdm.protocols.ot.one_of_n`, 16 bytes each). The path
-   follows the leaf count, so the ``y_party`` sends its count ahead of its ``u`` and the
-   ``x_party`` checks it before its first OT (``cmp/leaf-count``): batches of different
+   checked against a malicious receiver) that OT is one random 1-out-of-16 OT: KK13's
+   (Kolesnikov and Kumaresan, CRYPTO 2013, as in CrypTFlow2's leaves) with its columns
+   from SoftSpoken's small-field VOLE (Roy, CRYPTO 2022;
+   :mod:`ppdm.protocols.ot.softspoken`: 7.5 bytes of ``u``, KK13's own 30); otherwise
+   Naor-Pinkas from ``m`` IKNP random OTs (as :mod:`ppdm.protocols.ot.one_of_n`, 16
+   bytes each). The path follows the leaf count, so the ``y_party`` sends its count
+   ahead of its ``u`` and the ``x_party`` checks it before its first OT
+   (``cmp/leaf-count``): batches of different
    lengths end in a :class:`~ppdm.errors.ProtocolError` at once, not in two parties
    waiting on different steps.
 2. Combine adjacent blocks (``hi``, ``lo``) up a binary tree:
@@ -34,8 +36,9 @@ tree):
    XOR-shared bits use Beaver multiplication triples whose cross terms come from random
    OTs, one in each direction (:mod:`ppdm.protocols.bit_triples`; Asharov et al. CCS
    2013, section 5; Demmler et al., ABY, NDSS 2015): with 4-bit blocks and batches of
-   1,024 triples or more, one KK13 1-out-of-16 OT (30 bytes of ``u`` and a 15-byte
-   table) carries the cross terms of four triples, otherwise an IKNP OT (16 bytes) each.
+   1,024 triples or more, one of those 1-out-of-16 OTs (7.5 bytes of ``u`` and a
+   15-byte table) carries the cross terms of four triples, otherwise an IKNP OT (16
+   bytes) each.
    The two ANDs of a node share the operand ``eq_hi``, so they share one "pair triple"
    ``(a, b, b', ab, ab')``: ``eq_hi`` is masked and opened once, and the pair costs the
    cross terms of one triple (each OT carries two lanes).
@@ -47,7 +50,10 @@ additive shares (mod ``2^64``) of the ``k`` distances of every point -- runs a t
 ``b``-bit distances), computed as ``MSB(a) XOR MSB(b) XOR carry`` with the carry from a
 millionaires' comparison of the low bits of the two shares (CrypTFlow2's DReLU); the
 winner's distance and index are selected with an OT-based multiplexer (one correlated
-OT per direction: ``(b0 XOR b1) * v`` from ``b_i`` and the additive shares of ``v``).
+OT per direction: ``(b0 XOR b1) * v`` from ``b_i`` and the additive shares of ``v``; from
+256 comparisons up on the 1-out-of-16 OTs with choices 0 and 1, 7.5 bytes of ``u``
+instead of IKNP's 16, :func:`ppdm.protocols.ot.softspoken.correlated_both`; the index
+shares in the narrowest ring that holds ``k - 1``, one byte for ``k <= 256``).
 
 Security (semi-honest, two parties)
 -----------------------------------
@@ -65,21 +71,23 @@ Security (semi-honest, two parties)
 
 Cost per ``l``-bit comparison with ``m``-bit blocks (``q = ceil(l/m)`` leaves,
 ``q' = ceil(q/2)`` nodes after the first level): ``q`` 1-out-of-``2^m`` OTs (for
-``m = 4`` one KK13 OT each, 30 bytes of ``u``; otherwise ``m`` IKNP OTs, ``16 m``
-bytes) plus ``q * 2^m / 2`` bytes of packed 4-bit tables, ``q' - 1`` tree nodes with
-a (pair) triple, two cross terms of ``(30 + 15) / 4`` bytes (KK13) or 16 bytes
-(IKNP), and 3/8 byte per party to open (2/8 at the root); with KK13 about
-``38 q + 22.5 (q' - 1)``: ``~0.37 KB`` for ``l = 32`` and ``~0.73 KB`` for the 57-bit
-comparisons of vertical k-means on digits with its multiplexers (measured: see
-``benchmarks/kmeans.py``; 823 bytes with IKNP triples and 32-byte ``u``, 1,271 with four
-IKNP OTs a leaf; ``~0.67 KB`` for ``l = 32`` then, ``~0.8 KB`` with a triple per node,
-``~1.2 KB`` before the pair triples and packed tables).
+``m = 4`` one SoftSpoken 1-out-of-16 OT each, 7.5 bytes of ``u``; otherwise ``m`` IKNP
+OTs, ``16 m`` bytes) plus ``q * 2^m / 2`` bytes of packed 4-bit tables, ``q' - 1``
+tree nodes with a (pair) triple, two cross terms of ``(7.5 + 15) / 4`` bytes or 16
+bytes (IKNP), and 3/8 byte per party to open (2/8 at the root); about
+``15.5 q + 11.25 (q' - 1)``: ``~0.16 KB`` for ``l = 32`` and ``~0.32 KB`` for the
+56-bit comparisons of vertical k-means on digits with their multiplexers (2 x 16.5
+bytes: 7.5 of ``u``, 8 of distance and 1 of index correction; measured: see
+``benchmarks/kmeans.py``; 738 bytes with KK13's 30-byte ``u`` and IKNP multiplexers,
+823 with IKNP triples and 32-byte ``u``, 1,271 with four IKNP OTs a leaf; ``~1.2 KB``
+before the pair triples and packed tables).
 Rounds: 2 messages for the leaf OTs + one random-OT message each way for the triples
 (KK13's tables travel with the first AND's openings) + ``ceil(log2 q) - 1`` AND levels
-+ 1 to reveal. An ``OTSession`` passed in amortizes the 2 x 128 IKNP base OTs and
-KK13's set-up (256 random IKNP OTs, 4 KiB, one round trip more, per direction: the
-leaves' the first time a batch has ``_KK13_MIN_LEAVES`` leaves, smaller batches keep
-Naor-Pinkas; the other the first time the triples use KK13).
++ 1 to reveal. An ``OTSession`` passed in amortizes the 2 x 128 IKNP base OTs and the
+1-out-of-16 set-up (240 random IKNP OTs and 7.5 KiB of GGM sums, one round trip more,
+per direction: the leaves' the first time a batch has ``_KK13_MIN_LEAVES`` leaves,
+smaller batches keep Naor-Pinkas; the other the first time the triples or the
+multiplexer use them).
 """
 
 from __future__ import annotations
@@ -97,6 +105,7 @@ from ppdm.protocols.bit_triples import BitEngine as _BitEngine
 from ppdm.protocols.bit_triples import random_bits as _random_bits
 from ppdm.protocols.dot_product_ot import check_two_party_roles
 from ppdm.protocols.ot.extension import OTSession
+from ppdm.protocols.ot.softspoken import correlated_both as _ot16_correlated_both
 
 __all__ = ["secure_argmin", "secure_ge", "secure_ge_shares"]
 
@@ -255,10 +264,11 @@ def _kk13_spans(count: int) -> list[tuple[int, int]]:
 
 
 def _kk13_leaf_send(engine: _BitEngine, packed: np.ndarray, width: int) -> None:
-    """:func:`_leaf_send` for 4-bit blocks: one KK13 random 1-out-of-16 OT per table,
+    """:func:`_leaf_send` for 4-bit blocks: one random 1-out-of-16 OT per table (KK13's
+    keys, SoftSpoken's columns: :mod:`ppdm.protocols.ot.softspoken`),
     entry ``J`` masked with the low ``width`` bits of the OT's key ``J``; each batch's
     tables answer its ``u``."""
-    sender = engine.session.kk13_sender
+    sender = engine.session.ot16.sender
     low = np.uint8((1 << width) - 1)
     length = packed.shape[1]
     for o, b in _kk13_spans(len(packed)):
@@ -272,7 +282,7 @@ def _kk13_leaf_receive(engine: _BitEngine, choices: np.ndarray, width: int) -> n
     batches goes out before their tables are read: the leaves take one round trip up to
     ``_KK13_WINDOW`` batches (2 million leaves), and a peer holds at most that many
     unread ``u`` messages (64 MiB) and this party that many unread tables (16 MiB)."""
-    receiver = engine.session.kk13_receiver
+    receiver = engine.session.ot16.receiver
     low = (1 << width) - 1
     length = 2 * width  # 16 entries of width bits: 4 or 8 bytes, one little-endian word
     word = np.dtype(f"<u{length}")
@@ -541,13 +551,26 @@ def secure_ge(
     return None if opened is None else opened.astype(bool)
 
 
-def _mux_shares(session: OTSession, bit_share: np.ndarray, diff_share: np.ndarray) -> np.ndarray:
-    """Additive shares (mod 2^64) of ``b * v`` from XOR shares of ``b`` (n,) and additive
-    shares of ``v`` (n, w): one correlated OT each way (CrypTFlow2's multiplexer)."""
-    b = bit_share.astype(np.uint64)[:, None]
-    delta = (np.uint64(1) - np.uint64(2) * b) * diff_share  # (1 - 2 b_me) * v_me
-    x0, got = session.correlated_both(np.ascontiguousarray(delta), bit_share)
-    return b * diff_share - x0 + got
+def _mux_shares(
+    session: OTSession, bit_share: np.ndarray, lanes: tuple[np.ndarray, ...]
+) -> list[np.ndarray]:
+    """Additive shares of ``b * v`` from XOR shares of ``b`` (n,) and additive shares of
+    every lane ``v`` (``(n,)`` unsigned, mod ``2^(8 itemsize)`` of its dtype): one
+    correlated OT each way (CrypTFlow2's multiplexer), on the 1-out-of-16 OTs where the
+    leaves use them (7.5 bytes of ``u``, IKNP's 16, and the lanes' own bytes; IKNP's
+    correlations are 64-bit words)."""
+    deltas = []
+    for v in lanes:
+        b = bit_share.astype(v.dtype)
+        deltas.append((v.dtype.type(1) - v.dtype.type(2) * b) * v)  # (1 - 2 b_me) * v_me
+    if _use_kk13(session, _KK13_BITS, len(bit_share)):
+        x0, got = _ot16_correlated_both(session, tuple(deltas), bit_share)
+    else:
+        wide = np.stack([d.astype(np.uint64) for d in deltas], axis=1)
+        x0w, gotw = session.correlated_both(wide, bit_share)
+        x0 = tuple(x0w[:, i].astype(v.dtype) for i, v in enumerate(lanes))
+        got = tuple(gotw[:, i].astype(v.dtype) for i, v in enumerate(lanes))
+    return [bit_share.astype(v.dtype) * v - x + g for v, x, g in zip(lanes, x0, got, strict=True)]
 
 
 def secure_argmin(
@@ -602,7 +625,11 @@ def secure_argmin(
     low_mask = np.uint64((1 << value_bits) - 1)
     # Candidates: columns of (value share, index share); the first party holds the index.
     vals = [s[:, j].copy() for j in range(k)]
-    idx = [np.full(n, j if first else 0, dtype=np.uint64) for j in range(k)]
+    # Index shares in the narrowest ring that holds k - 1 (1 byte for k <= 256).
+    idx_dtype = next(
+        t for t in (np.uint8, np.uint16, np.uint32, np.uint64) if k - 1 <= np.iinfo(t).max
+    )
+    idx = [np.full(n, j if first else 0, dtype=idx_dtype) for j in range(k)]
     engine = _BitEngine(session)
     # The AND triples of every tournament level are made in the first level's batch:
     # one round trip instead of one per level (the counts are public: n and k).
@@ -629,10 +656,9 @@ def secure_argmin(
             engine, cmp_in, x_party=x_party, bits=value_bits, block_bits=block_bits, greater=True
         )
         msb = ((w >> np.uint64(value_bits)) & np.uint64(1)).astype(np.uint8) ^ carry
-        diffs = np.stack([w, i1 - i0], axis=1)
-        sel = _mux_shares(session, msb, diffs)
-        nv = v0 + sel[:, 0]
-        ni = i0 + sel[:, 1]
+        sel_v, sel_i = _mux_shares(session, msb, (w, i1 - i0))
+        nv = v0 + sel_v
+        ni = i0 + sel_i
         new_vals = [nv[p * n : (p + 1) * n] for p in range(pairs)]
         new_idx = [ni[p * n : (p + 1) * n] for p in range(pairs)]
         if len(vals) % 2:
@@ -644,8 +670,10 @@ def secure_argmin(
         net.send(peer, STEP_INDEX, mine)
     if reveal_to is None or reveal_to == net.me:
         got = net.receive(peer, STEP_INDEX, expect=np.ndarray)
-        if got.dtype != np.uint64 or got.shape != (n,):
-            raise ProtocolError(peer, STEP_INDEX, f"expected {n} uint64 index shares")
+        if got.dtype != idx_dtype or got.shape != (n,):
+            raise ProtocolError(
+                peer, STEP_INDEX, f"expected {n} {np.dtype(idx_dtype)} index shares"
+            )
         out = (mine + got).astype(np.int64)
         if n and (int(out.min()) < 0 or int(out.max()) >= k):
             raise ProtocolError(peer, STEP_INDEX, "index shares do not open to a column")

@@ -152,13 +152,13 @@ def test_bad_and_message():
     [
         ("alice", "cmp/leaves", np.zeros((800, 4), dtype=np.uint8)),  # 8-byte tables
         ("alice", "cmp/leaves", np.zeros((800, 8), dtype=np.int8)),
-        ("bob", "ot/kk13/alice>bob/u", np.zeros((256, 96), dtype=np.uint8)),  # 768 OTs
-        ("bob", "ot/kk13/alice>bob/u", np.zeros((128, 100), dtype=np.uint8)),
+        ("bob", "ot/ss16/alice>bob/u", np.zeros((60, 96), dtype=np.uint8)),  # 768 OTs
+        ("bob", "ot/ss16/alice>bob/u", np.zeros((240, 104), dtype=np.uint8)),  # KK13's rows
     ],
 )
 def test_bad_leaf_messages(liar, step, bad):
-    """The KK13 leaves (100 comparisons of 32 bits: 800 leaves, ``u`` for 832 OTs after
-    padding) check the peer's tables and ``u`` rows: a ``ProtocolError`` naming the liar
+    """The SoftSpoken 1-out-of-16 leaves (100 comparisons of 32 bits: 800 leaves, ``u``
+    of 60 rows for 832 OTs after padding) check the peer's tables and ``u`` rows: a ``ProtocolError`` naming the liar
     and the step."""
 
     def party(net, v):

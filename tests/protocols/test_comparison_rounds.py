@@ -86,23 +86,25 @@ def test_first_tree_level_rides_in_the_leaf_tables(monkeypatch, bits, rounds):
 
 
 @pytest.mark.parametrize(
-    ("block_bits", "u_per_leaf", "table_per_leaf", "triples"), [(4, 30, 8, 7), (3, 48, 4, 9)]
+    ("block_bits", "u_per_leaf", "table_per_leaf", "triples"), [(4, 7.5, 8, 7), (3, 48, 4, 9)]
 )
 def test_leaf_and_triple_bytes(block_bits, u_per_leaf, table_per_leaf, triples):
-    """Issue 25, item 4: a 4-bit leaf is one KK13 1-out-of-16 OT, 30 bytes of ``u`` (the
-    240 of its 256 code columns that are not zero in every codeword) where four IKNP OTs
-    sent 64, plus its packed table of 16 4-bit entries (8 bytes). Other block sizes keep Naor-Pinkas: ``m`` IKNP OTs of 16 bytes
+    """Issue 25, item 4: a 4-bit leaf is one SoftSpoken 1-out-of-16 OT
+    (ppdm.protocols.ot.softspoken: KK13's keys, its 240 code columns in 60 blocks of four
+    from punctured PRFs), 7.5 bytes of ``u`` (one bit a block; KK13 sent 30, one bit a
+    column, and four IKNP OTs 64), plus its packed table of 16 4-bit entries (8 bytes). Other block sizes keep Naor-Pinkas: ``m`` IKNP OTs of 16 bytes
     (3-bit blocks: 48 bytes) and 8 4-bit entries (4 bytes). 57-bit values: ``q = 15``
     (``19``) leaves, the 4-bit ones in a multiple of 64 OTs (no padding).
 
     The tree's triples (_tree_triples: after the first level 8 nodes for 15 leaves,
     4 + 2 + 1 ANDs; 10 for 19, 5 + 2 + 1 + 1) need one cross term each way per triple.
-    With 4-bit blocks they come from KK13 OTs, four cross terms an OT
+    With 4-bit blocks they come from these 1-out-of-16 OTs, four cross terms an OT
     (ppdm.protocols.bit_triples): 7 x 640 = 4,480 a direction, 1,120 OTs (1,152 after
-    padding to 64) of 30 bytes of ``u`` plus 15 table bytes (cmp/triples), against
-    16 bytes of IKNP ``u`` a cross term before (7 x 32 = 224 bytes a comparison, now
-    2 x 7/4 x 30 = 105 of ``u`` and 2 x 7/4 x 15 = 52.5 of tables). Both KK13
-    directions are set up from 256 random IKNP OTs each (16 bytes of ``u`` apiece).
+    padding to 64) of 7.5 bytes of ``u`` plus 15 table bytes (cmp/triples), against
+    16 bytes of IKNP ``u`` a cross term before (7 x 32 = 224 bytes a comparison, with
+    KK13's 30-byte ``u`` 2 x 7/4 x 30 = 105, now 2 x 7/4 x 7.5 = 26.25 of ``u``, and
+    2 x 7/4 x 15 = 52.5 of tables). Both directions are set up from 240 random IKNP OTs
+    each (16 bytes of ``u`` apiece, 256 after padding) and 7.5 KiB of GGM sums.
     With 3-bit blocks the triples stay on IKNP, a 16-byte random OT each way, in the
     same direction as the 3 IKNP OTs of every leaf."""
     n = 640
@@ -121,7 +123,7 @@ def test_leaf_and_triple_bytes(block_bits, u_per_leaf, table_per_leaf, triples):
     leaves = n * -(-57 // block_bits)
     sent = {(p, s["step"]): s for p in ("alice", "bob") for s in sim.metrics[p] if s["bytes_sent"]}
 
-    def payload(party: str, step: str, want: int) -> None:
+    def payload(party: str, step: str, want: float) -> None:
         got = sent[party, step]
         # The protobuf envelope adds at most ~100 bytes a message.
         assert want <= got["bytes_sent"] <= want + 128 * got["messages_sent"], step
@@ -131,14 +133,16 @@ def test_leaf_and_triple_bytes(block_bits, u_per_leaf, table_per_leaf, triples):
     if block_bits == 4:
         ots = -(-triples // 4)
         padded = -(-ots // 64) * 64
-        payload("bob", "ot/kk13/alice>bob/u", u_per_leaf * leaves + 30 * padded)
-        payload("alice", "ot/kk13/bob>alice/u", 30 * padded)
+        payload("bob", "ot/ss16/alice>bob/u", u_per_leaf * leaves + 7.5 * padded)
+        payload("alice", "ot/ss16/bob>alice/u", 7.5 * padded)
+        payload("bob", "ot/ss16/alice>bob/ggm", 60 * 4 * 32)
+        payload("alice", "ot/ss16/bob>alice/ggm", 60 * 4 * 32)
         payload("alice", "cmp/triples", 15 * ots)
         payload("bob", "cmp/triples", 15 * ots)
         payload("bob", "ot/iknp/alice>bob/u", 16 * 256)
         payload("alice", "ot/iknp/bob>alice/u", 16 * 256)
     else:
-        assert not any(step.startswith("ot/kk13/") for _, step in sent)
+        assert not any(step.startswith("ot/ss16/") for _, step in sent)
         assert not any(step == "cmp/triples" for _, step in sent)
         payload("bob", "ot/iknp/alice>bob/u", u_per_leaf * leaves + 16 * triples)
         payload("alice", "ot/iknp/bob>alice/u", 16 * triples)
@@ -159,7 +163,7 @@ def test_kk13_from_256_leaves(n, kk13):
     sim = simulate(party, {"alice": x, "bob": y}, timeout=120)
     assert sim.results["alice"].tolist() == sim.results["bob"].tolist() == (x >= y).tolist()
     steps = {s["step"] for p in ("alice", "bob") for s in sim.metrics[p]}
-    assert ("ot/kk13/alice>bob/u" in steps) == kk13
+    assert ("ot/ss16/alice>bob/u" in steps) == kk13
 
 
 @pytest.mark.parametrize("bits", [4, 6, 9, 64])
@@ -178,7 +182,7 @@ def test_kk13_leaves_at_every_table_width(bits):
 
     sim = simulate(party, {"alice": x, "bob": y}, timeout=120)
     assert sim.results["alice"].tolist() == sim.results["bob"].tolist() == (x >= y).tolist()
-    assert any(s["step"] == "ot/kk13/alice>bob/u" for s in sim.metrics["bob"])
+    assert any(s["step"] == "ot/ss16/alice>bob/u" for s in sim.metrics["bob"])
 
 
 def test_kk13_leaf_batches_take_one_round_trip(monkeypatch):
@@ -196,7 +200,7 @@ def test_kk13_leaf_batches_take_one_round_trip(monkeypatch):
     def run() -> tuple[int, int]:
         sim = simulate(party, {"alice": x, "bob": y}, timeout=120)
         assert (sim.results["alice"] ^ sim.results["bob"]).tolist() == (x >= y).tolist()
-        u = [s for s in sim.metrics["bob"] if s["step"] == "ot/kk13/alice>bob/u"]
+        u = [s for s in sim.metrics["bob"] if s["step"] == "ot/ss16/alice>bob/u"]
         return u[0]["messages_sent"], max(t["sequential_hops"] for t in sim.totals.values())
 
     one, hops = run()
@@ -228,5 +232,5 @@ def test_sessions_checked_against_a_malicious_receiver_keep_iknp_leaves():
     sim = simulate(party, {"alice": x, "bob": y}, timeout=120)
     assert sim.results["alice"].tolist() == (x >= y).tolist()
     steps = {s["step"] for p in ("alice", "bob") for s in sim.metrics[p]}
-    assert not any(step.startswith("ot/kk13/") for step in steps)
+    assert not any(step.startswith("ot/ss16/") for step in steps)
     assert "ot/iknp/alice>bob/kos-check" in steps

@@ -63,7 +63,7 @@ def test_triples_are_exact(count, pairs, kk13):
     for bits in (a, b, p[:, 0], p[:, 1], p[:, 2], a0, b0, p0[:, 1]):
         assert 0.4 < bits.mean() < 0.6
     steps = {s["step"] for s in sim.metrics["alice"]}
-    assert ("cmp/triples" in steps) == kk13 == ("ot/kk13/bob>alice/u" in steps)
+    assert ("cmp/triples" in steps) == kk13 == ("ot/ss16/bob>alice/u" in steps)
 
 
 def _guess_b(tables: np.ndarray) -> np.ndarray:

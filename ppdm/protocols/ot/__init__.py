@@ -1,4 +1,5 @@
-"""Oblivious transfer: base OT, 1-out-of-N / k-out-of-N OT, IKNP and KK13 OT extension.
+"""Oblivious transfer: base OT, 1-out-of-N / k-out-of-N OT, IKNP, KK13 and SoftSpoken OT
+extension.
 
 Aggarwal 2015, §20.5: 1-out-of-2 OT -- the sender offers ``(x0, x1)``, the receiver
 learns ``x_sigma`` only, the sender learns nothing about ``sigma`` -- is the building
@@ -9,6 +10,9 @@ block of distributed privacy. Modules, bottom-up:
 - :mod:`.base`: Chou–Orlandi base OT over secp256k1 (batched, one round trip).
 - :mod:`.kk13`: Kolesnikov–Kumaresan random 1-out-of-16 OT extension (256 base OTs,
   30 bytes per OT: 240 live code columns; :class:`OTSession` sets it up on first use).
+- :mod:`.softspoken`: the same keys with SoftSpoken's small-field VOLE columns (240
+  base OTs in GGM punctured PRFs, 7.5 bytes per OT; ``OTSession.ot16``): what the
+  comparison's leaves, triples and multiplexers use.
 - :mod:`.extension`: IKNP extension -- random, chosen-message and correlated OT in
   chunks -- and :class:`OTSession` (both directions between two parties).
 - :mod:`.one_of_n`: Naor–Pinkas 1-out-of-N from ``log N`` 1-out-of-2 OTs; k-out-of-N.
@@ -31,6 +35,7 @@ from ppdm.protocols.ot.one_of_n import (
     one_of_n_receive,
     one_of_n_send,
 )
+from ppdm.protocols.ot.softspoken import SS16Receiver, SS16Sender
 
 __all__ = [
     "IKNPReceiver",
@@ -38,6 +43,8 @@ __all__ = [
     "KK13Receiver",
     "KK13Sender",
     "OTSession",
+    "SS16Receiver",
+    "SS16Sender",
     "base_ot_receive",
     "base_ot_receive_random",
     "base_ot_send",

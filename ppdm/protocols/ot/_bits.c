@@ -1,4 +1,6 @@
-/* The bit-matrix transpose of OT extension: the compiled part of ppdm.protocols.ot.bits.
+/* The bit-matrix transpose of OT extension: the compiled part of ppdm.protocols.ot.bits;
+ * and, with AES-NI (checked at run time; False returned otherwise, and the callers use
+ * numpy), SoftSpoken's PRG columns (ss_columns) and KK13's chained hash (kk13_keys).
  *
  * IKNP (and every extension built like it) turns the 128 PRG-expanded columns of the base
  * OTs into one 128-bit row per OT: a transpose of a 128 x m bit matrix. numpy does it with
@@ -133,9 +135,348 @@ static PyObject *py_transpose(PyObject *self, PyObject *args)
     return result;
 }
 
+/* SoftSpoken's PRG and small-field VOLE columns (ppdm.protocols.ot.softspoken): for each
+ * of B blocks of 16 seeds s_x, the streams G(s_x)[c] = AES_K(s_x ^ ctr_c) ^ s_x ^ ctr_c
+ * (fixed public key K, ctr_c = (pos + c, 0) as two little-endian words) for c < nblocks,
+ * folded: u_b = the XOR of all 16 streams, plane l = the XOR of the streams of the x with
+ * bit l set, written to row rows[4 b + l] of out_t (rows of 16 nblocks bytes), XORed with
+ * row b of corr where bit l of dmask[b] is set (corr may be empty). With skip0 the seed of
+ * x = 0 is unknown (the sender's punctured point): its stream is left out and u is not
+ * written. AES-NI only; softspoken.py computes the same bytes in numpy. */
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <wmmintrin.h>
+#define PPDM_AESNI 1
+
+__attribute__((target("aes,sse2"))) static inline __m128i key_step(__m128i key, __m128i gen)
+{
+    gen = _mm_shuffle_epi32(gen, 0xff);
+    key = _mm_xor_si128(key, _mm_slli_si128(key, 4));
+    key = _mm_xor_si128(key, _mm_slli_si128(key, 4));
+    key = _mm_xor_si128(key, _mm_slli_si128(key, 4));
+    return _mm_xor_si128(key, gen);
+}
+
+__attribute__((target("aes,sse2"))) static void aes_schedule(const uint8_t *key, __m128i rk[11])
+{
+    rk[0] = _mm_loadu_si128((const __m128i *)key);
+    rk[1] = key_step(rk[0], _mm_aeskeygenassist_si128(rk[0], 0x01));
+    rk[2] = key_step(rk[1], _mm_aeskeygenassist_si128(rk[1], 0x02));
+    rk[3] = key_step(rk[2], _mm_aeskeygenassist_si128(rk[2], 0x04));
+    rk[4] = key_step(rk[3], _mm_aeskeygenassist_si128(rk[3], 0x08));
+    rk[5] = key_step(rk[4], _mm_aeskeygenassist_si128(rk[4], 0x10));
+    rk[6] = key_step(rk[5], _mm_aeskeygenassist_si128(rk[5], 0x20));
+    rk[7] = key_step(rk[6], _mm_aeskeygenassist_si128(rk[6], 0x40));
+    rk[8] = key_step(rk[7], _mm_aeskeygenassist_si128(rk[7], 0x80));
+    rk[9] = key_step(rk[8], _mm_aeskeygenassist_si128(rk[8], 0x1b));
+    rk[10] = key_step(rk[9], _mm_aeskeygenassist_si128(rk[9], 0x36));
+}
+
+__attribute__((target("aes,sse2"))) static void ss_columns(
+    uint8_t *out_t, uint8_t *out_u, const uint8_t *seeds, const uint8_t *key,
+    const int32_t *rows, const uint8_t *corr, const uint8_t *dmask, size_t blocks,
+    uint64_t pos, size_t nblocks, int skip0)
+{
+    __m128i rk[11];
+    aes_schedule(key, rk);
+    const int x0 = skip0 ? 1 : 0;
+    const size_t stride = nblocks * 16;
+    for (size_t b = 0; b < blocks; b++) {
+        __m128i s[16];
+        for (int x = 0; x < 16; x++)
+            s[x] = _mm_loadu_si128((const __m128i *)(seeds + (b * 16 + (size_t)x) * 16));
+        const unsigned dm = corr ? dmask[b] : 0;
+        for (size_t c = 0; c < nblocks; c++) {
+            const __m128i ctr = _mm_set_epi64x(0, (long long)(pos + c));
+            __m128i in[16], y[16];
+            for (int x = x0; x < 16; x++) {
+                in[x] = _mm_xor_si128(s[x], ctr);
+                y[x] = _mm_xor_si128(in[x], rk[0]);
+            }
+            for (int r = 1; r < 10; r++)
+                for (int x = x0; x < 16; x++) y[x] = _mm_aesenc_si128(y[x], rk[r]);
+            for (int x = x0; x < 16; x++)
+                y[x] = _mm_xor_si128(_mm_aesenclast_si128(y[x], rk[10]), in[x]);
+            __m128i p[4];
+            for (int l = 0; l < 4; l++) p[l] = _mm_setzero_si128();
+            __m128i all = skip0 ? _mm_setzero_si128() : y[0];
+            for (int x = 1; x < 16; x++) {
+                all = _mm_xor_si128(all, y[x]);
+                for (int l = 0; l < 4; l++)
+                    if (x >> l & 1) p[l] = _mm_xor_si128(p[l], y[x]);
+            }
+            if (!skip0 && out_u) _mm_storeu_si128((__m128i *)(out_u + b * stride + c * 16), all);
+            const __m128i cv =
+                dm ? _mm_loadu_si128((const __m128i *)(corr + b * stride + c * 16)) : all;
+            for (int l = 0; l < 4; l++) {
+                __m128i v = (dm >> l & 1) ? _mm_xor_si128(p[l], cv) : p[l];
+                _mm_storeu_si128((__m128i *)(out_t + (size_t)rows[b * 4 + l] * stride + c * 16), v);
+            }
+        }
+    }
+}
+#endif
+
+/* ss_columns(seeds, key, blocks, pos, nblocks, skip0, rows, corr, dmask, out_t, out_u)
+ * -> bool: False when AES-NI is not available (the caller computes them in numpy). rows:
+ * 4 blocks int32 row indices below out_t's rows; corr: empty or blocks x 16 nblocks bytes;
+ * dmask: blocks bytes; out_u: empty or blocks x 16 nblocks bytes. */
+static PyObject *py_ss_columns(PyObject *self, PyObject *args)
+{
+    Py_buffer seeds, key, rows, corr, dmask, out_t, out_u;
+    Py_ssize_t blocks, nblocks;
+    unsigned long long pos;
+    int skip0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*y*nKnpy*y*y*w*w*", &seeds, &key, &blocks, &pos, &nblocks,
+                          &skip0, &rows, &corr, &dmask, &out_t, &out_u))
+        return NULL;
+    PyObject *result = NULL;
+    const Py_ssize_t stride = nblocks * 16;
+    int ok = blocks >= 0 && nblocks >= 0 && key.len == 16 && seeds.len == blocks * 256 &&
+             rows.len == blocks * 4 * 4 && dmask.len == blocks &&
+             (corr.len == 0 || corr.len == blocks * stride) &&
+             (out_u.len == 0 || out_u.len == blocks * stride) && stride > 0 &&
+             out_t.len % stride == 0;
+    if (ok) {
+        const int32_t *r = rows.buf;
+        for (Py_ssize_t i = 0; i < blocks * 4; i++)
+            if (r[i] < 0 || (Py_ssize_t)r[i] >= out_t.len / stride) ok = 0;
+    }
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "buffer sizes do not match blocks and nblocks");
+    } else {
+#if defined(PPDM_AESNI)
+        if (__builtin_cpu_supports("aes")) {
+            Py_BEGIN_ALLOW_THREADS
+            ss_columns(out_t.buf, out_u.len ? out_u.buf : NULL, seeds.buf, key.buf, rows.buf,
+                       corr.len ? corr.buf : NULL, dmask.buf, (size_t)blocks, (uint64_t)pos,
+                       (size_t)nblocks, skip0);
+            Py_END_ALLOW_THREADS
+            result = Py_True;
+        } else {
+            result = Py_False;
+        }
+#else
+        result = Py_False;
+#endif
+        Py_INCREF(result);
+    }
+    PyBuffer_Release(&seeds);
+    PyBuffer_Release(&key);
+    PyBuffer_Release(&rows);
+    PyBuffer_Release(&corr);
+    PyBuffer_Release(&dmask);
+    PyBuffer_Release(&out_t);
+    PyBuffer_Release(&out_u);
+    return result;
+}
+
+#if defined(PPDM_AESNI)
+#define AES_ALL(st, w, rk)                                                       \
+    do {                                                                         \
+        for (size_t v_ = 0; v_ < (w); v_++) st[v_] = _mm_xor_si128(st[v_], rk[0]); \
+        for (int r_ = 1; r_ < 10; r_++)                                          \
+            for (size_t v_ = 0; v_ < (w); v_++) st[v_] = _mm_aesenc_si128(st[v_], rk[r_]); \
+        for (size_t v_ = 0; v_ < (w); v_++) st[v_] = _mm_aesenclast_si128(st[v_], rk[10]); \
+    } while (0)
+
+/* KK13's hash (ppdm.protocols.ot.kk13.kk13_hash) of q_j XOR mask_v for every row j < n and
+ * mask v < w (w <= 16): H(j, x) = TCCR(t1_j, x1 ^ TCCR(t0_j, x0)), TCCR(t, x) = pi(pi(x) ^
+ * t) ^ pi(x), pi = AES under the fixed key, the tweaks t0_j = (start + j, hi0) and t1_j =
+ * (start + j, hi1) as two little-endian words; the first `length` bytes of every key. */
+__attribute__((target("aes,sse2"))) static void kk13_keys(
+    uint8_t *out, const uint8_t *q, const uint8_t *masks, size_t w, const uint8_t *key,
+    uint64_t start, uint64_t hi0, uint64_t hi1, size_t n, size_t length)
+{
+    __m128i rk[11], m0[16], m1[16];
+    aes_schedule(key, rk);
+    for (size_t v = 0; v < w; v++) {
+        m0[v] = _mm_loadu_si128((const __m128i *)(masks + v * 32));
+        m1[v] = _mm_loadu_si128((const __m128i *)(masks + v * 32 + 16));
+    }
+    for (size_t j = 0; j < n; j++) {
+        const __m128i q0 = _mm_loadu_si128((const __m128i *)(q + j * 32));
+        const __m128i q1 = _mm_loadu_si128((const __m128i *)(q + j * 32 + 16));
+        const __m128i t0 = _mm_set_epi64x((long long)hi0, (long long)(start + j));
+        const __m128i t1 = _mm_set_epi64x((long long)hi1, (long long)(start + j));
+        __m128i a[16], p[16];
+        for (size_t v = 0; v < w; v++) a[v] = _mm_xor_si128(q0, m0[v]);
+        AES_ALL(a, w, rk);
+        for (size_t v = 0; v < w; v++) {
+            p[v] = a[v];
+            a[v] = _mm_xor_si128(a[v], t0);
+        }
+        AES_ALL(a, w, rk);
+        for (size_t v = 0; v < w; v++)
+            a[v] = _mm_xor_si128(_mm_xor_si128(a[v], p[v]), _mm_xor_si128(q1, m1[v]));
+        AES_ALL(a, w, rk);
+        for (size_t v = 0; v < w; v++) {
+            p[v] = a[v];
+            a[v] = _mm_xor_si128(a[v], t1);
+        }
+        AES_ALL(a, w, rk);
+        for (size_t v = 0; v < w; v++) {
+            uint8_t block[16];
+            _mm_storeu_si128((__m128i *)block, _mm_xor_si128(a[v], p[v]));
+            memcpy(out + (j * w + v) * length, block, length);
+        }
+    }
+}
+#endif
+
+#if defined(PPDM_AESNI)
+#include <immintrin.h>
+#define AES8(st)                                                                     \
+    do {                                                                             \
+        for (int k_ = 0; k_ < 8; k_++) st[k_] = _mm256_xor_si256(st[k_], rk[0]);     \
+        for (int r_ = 1; r_ < 10; r_++)                                              \
+            for (int k_ = 0; k_ < 8; k_++) st[k_] = _mm256_aesenc_epi128(st[k_], rk[r_]); \
+        for (int k_ = 0; k_ < 8; k_++) st[k_] = _mm256_aesenclast_epi128(st[k_], rk[10]); \
+    } while (0)
+/* kk13_keys with VAES on 256-bit registers: the n * w (row, mask) items 16 at a time (8
+ * registers of two blocks), so one row's 16 keys or 16 rows' single keys pipeline alike. */
+__attribute__((target("vaes,avx2,aes"))) static void kk13_keys_vaes(
+    uint8_t *out, const uint8_t *q, const uint8_t *masks, size_t w, const uint8_t *key,
+    uint64_t start, uint64_t hi0, uint64_t hi1, size_t n, size_t length)
+{
+    __m128i rk128[11];
+    __m256i rk[11];
+    aes_schedule(key, rk128);
+    for (int r = 0; r < 11; r++) rk[r] = _mm256_broadcastsi128_si256(rk128[r]);
+    if (w == 16) { /* one row's 16 keys: its halves and tweaks broadcast, masks in pairs */
+        __m256i m0[8], m1[8];
+        for (int k = 0; k < 8; k++) {
+            m0[k] = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(masks + (2 * k + 1) * 32)),
+                                     _mm_loadu_si128((const __m128i *)(masks + 2 * k * 32)));
+            m1[k] = _mm256_set_m128i(
+                _mm_loadu_si128((const __m128i *)(masks + (2 * k + 1) * 32 + 16)),
+                _mm_loadu_si128((const __m128i *)(masks + 2 * k * 32 + 16)));
+        }
+        for (size_t j = 0; j < n; j++) {
+            const __m256i q0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(q + j * 32)));
+            const __m256i q1 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(q + j * 32 + 16)));
+            const __m256i t0 = _mm256_broadcastsi128_si256(_mm_set_epi64x((long long)hi0, (long long)(start + j)));
+            const __m256i t1 = _mm256_broadcastsi128_si256(_mm_set_epi64x((long long)hi1, (long long)(start + j)));
+            __m256i a[8], p[8];
+            for (int k = 0; k < 8; k++) a[k] = _mm256_xor_si256(q0, m0[k]);
+            AES8(a);
+            for (int k = 0; k < 8; k++) {
+                p[k] = a[k];
+                a[k] = _mm256_xor_si256(a[k], t0);
+            }
+            AES8(a);
+            for (int k = 0; k < 8; k++)
+                a[k] = _mm256_xor_si256(_mm256_xor_si256(a[k], p[k]), _mm256_xor_si256(q1, m1[k]));
+            AES8(a);
+            for (int k = 0; k < 8; k++) {
+                p[k] = a[k];
+                a[k] = _mm256_xor_si256(a[k], t1);
+            }
+            AES8(a);
+            if (length == 16) {
+                for (int k = 0; k < 8; k++)
+                    _mm256_storeu_si256((__m256i *)(out + (j * 16 + 2 * (size_t)k) * 16),
+                                        _mm256_xor_si256(a[k], p[k]));
+            } else {
+                uint8_t block[16][16];
+                for (int k = 0; k < 8; k++)
+                    _mm256_storeu_si256((__m256i *)block[2 * k], _mm256_xor_si256(a[k], p[k]));
+                for (size_t i = 0; i < 16; i++) memcpy(out + (j * 16 + i) * length, block[i], length);
+            }
+        }
+        return;
+    }
+    const size_t total = n * w;
+    for (size_t base = 0; base < total; base += 16) {
+        const size_t cnt = total - base < 16 ? total - base : 16;
+        __m128i x0[16], x1[16], t0[16], t1[16];
+        for (size_t i = 0; i < 16; i++) {
+            const size_t it = base + (i < cnt ? i : 0), j = it / w, v = it % w;
+            const uint8_t *row = q + j * 32, *m = masks + v * 32;
+            x0[i] = _mm_xor_si128(_mm_loadu_si128((const __m128i *)row),
+                                  _mm_loadu_si128((const __m128i *)m));
+            x1[i] = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(row + 16)),
+                                  _mm_loadu_si128((const __m128i *)(m + 16)));
+            t0[i] = _mm_set_epi64x((long long)hi0, (long long)(start + j));
+            t1[i] = _mm_set_epi64x((long long)hi1, (long long)(start + j));
+        }
+        __m256i a[8], p[8];
+#define PAIR(arr, k) _mm256_set_m128i(arr[2 * (k) + 1], arr[2 * (k)])
+        for (int k = 0; k < 8; k++) a[k] = PAIR(x0, k);
+        AES8(a);
+        for (int k = 0; k < 8; k++) {
+            p[k] = a[k];
+            a[k] = _mm256_xor_si256(a[k], PAIR(t0, k));
+        }
+        AES8(a);
+        for (int k = 0; k < 8; k++) a[k] = _mm256_xor_si256(_mm256_xor_si256(a[k], p[k]), PAIR(x1, k));
+        AES8(a);
+        for (int k = 0; k < 8; k++) {
+            p[k] = a[k];
+            a[k] = _mm256_xor_si256(a[k], PAIR(t1, k));
+        }
+        AES8(a);
+#undef PAIR
+        uint8_t block[16][16];
+        for (int k = 0; k < 8; k++)
+            _mm256_storeu_si256((__m256i *)block[2 * k], _mm256_xor_si256(a[k], p[k]));
+        for (size_t i = 0; i < cnt; i++) memcpy(out + (base + i) * length, block[i], length);
+    }
+}
+#endif
+
+/* kk13_keys(q, masks, w, key, start, hi0, hi1, n, length, out) -> bool: False when AES-NI
+ * is not available (the caller hashes in numpy). */
+static PyObject *py_kk13_keys(PyObject *self, PyObject *args)
+{
+    Py_buffer q, masks, key, out;
+    Py_ssize_t w, n, length;
+    unsigned long long start, hi0, hi1;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*y*ny*KKKnnw*", &q, &masks, &w, &key, &start, &hi0, &hi1, &n,
+                          &length, &out))
+        return NULL;
+    PyObject *result = NULL;
+    if (w < 1 || w > 16 || n < 0 || length < 1 || length > 16 || key.len != 16 ||
+        masks.len != w * 32 || q.len != n * 32 || out.len != n * w * length) {
+        PyErr_SetString(PyExc_ValueError, "buffer sizes do not match w, n and length");
+    } else {
+#if defined(PPDM_AESNI)
+        if (__builtin_cpu_supports("vaes") && __builtin_cpu_supports("avx2") &&
+            __builtin_cpu_supports("aes")) {
+            Py_BEGIN_ALLOW_THREADS
+            kk13_keys_vaes(out.buf, q.buf, masks.buf, (size_t)w, key.buf, (uint64_t)start,
+                           (uint64_t)hi0, (uint64_t)hi1, (size_t)n, (size_t)length);
+            Py_END_ALLOW_THREADS
+            result = Py_True;
+        } else if (__builtin_cpu_supports("aes")) {
+            Py_BEGIN_ALLOW_THREADS
+            kk13_keys(out.buf, q.buf, masks.buf, (size_t)w, key.buf, (uint64_t)start,
+                      (uint64_t)hi0, (uint64_t)hi1, (size_t)n, (size_t)length);
+            Py_END_ALLOW_THREADS
+            result = Py_True;
+        } else {
+            result = Py_False;
+        }
+#else
+        result = Py_False;
+#endif
+        Py_INCREF(result);
+    }
+    PyBuffer_Release(&q);
+    PyBuffer_Release(&masks);
+    PyBuffer_Release(&key);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"transpose", py_transpose, METH_VARARGS,
      "Transpose a packed rows x cols bit matrix into a cols x rows one (little-endian bits)."},
+    {"ss_columns", py_ss_columns, METH_VARARGS,
+     "SoftSpoken's fixed-key AES streams of 16 seeds a block, folded into VOLE columns."},
+    {"kk13_keys", py_kk13_keys, METH_VARARGS,
+     "KK13's chained TCCR hash of every row XOR every mask (fixed-key AES-NI)."},
     {NULL, NULL, 0, NULL},
 };
 

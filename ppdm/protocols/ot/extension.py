@@ -76,6 +76,7 @@ from ppdm.protocols.ot.common import session_tag as _session_tag
 from ppdm.protocols.ot.common import spans as _spans
 from ppdm.protocols.ot.crhash import AESCTRStream, tccr_expand
 from ppdm.protocols.ot.kk13 import KK13Receiver, KK13Sender
+from ppdm.protocols.ot.softspoken import SS16Pair
 
 __all__ = ["DEFAULT_CHUNK", "KAPPA", "IKNPReceiver", "IKNPSender", "OTSession", "RawRows"]
 
@@ -697,6 +698,9 @@ class OTSession:
         self._receiver: IKNPReceiver | None = None
         self._kk13_sender: KK13Sender | None = None
         self._kk13_receiver: KK13Receiver | None = None
+        #: Both SoftSpoken 1-out-of-16 directions (:class:`~.softspoken.SS16Pair`): the
+        #: comparison's leaves, triples and multiplexers.
+        self.ot16 = SS16Pair(self)
 
     @property
     def is_first(self) -> bool:

@@ -71,8 +71,10 @@ Cost per OT after the setup: 30 bytes ``R -> S`` (``u``: 240 live columns; 32 wi
 dead ones), one message per chunk of at
 most ``chunk`` OTs, one-way; against 64 bytes for a 1-out-of-16 OT from four IKNP OTs
 (Naor-Pinkas, :mod:`~ppdm.protocols.ot.one_of_n`). Hashing: 16 keys of 4 AES calls at
-``S``, 4 at ``R``. Setup: 256 base OTs (Chou-Orlandi: ``33 + 33 * 256`` bytes; IKNP:
-``16 * 256``) and the two nonces, one round trip.
+``S``, 4 at ``R`` (compiled with AES-NI, VAES where the CPU has it,
+:func:`compiled_keys`; otherwise numpy over OpenSSL's ECB: the same bytes). Setup: 256
+base OTs (Chou-Orlandi: ``33 + 33 * 256`` bytes; IKNP: ``16 * 256``) and the two
+nonces, one round trip.
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ import numpy as np
 
 from ppdm.errors import ProtocolError
 from ppdm.parties.network import Network
+from ppdm.protocols.ot import bits as _bitsmod
 from ppdm.protocols.ot.base import _check_length, base_ot_receive_random, base_ot_send_random
 from ppdm.protocols.ot.bits import pack, transpose_bits
 from ppdm.protocols.ot.common import check_chunk as _check_chunk
@@ -92,7 +95,14 @@ from ppdm.protocols.ot.common import pad as _pad
 from ppdm.protocols.ot.common import scoped_errors as _scoped_errors
 from ppdm.protocols.ot.common import session_tag as _session_tag
 from ppdm.protocols.ot.common import spans as _spans
-from ppdm.protocols.ot.crhash import BLOCK, AESCTRStream, aes_permute, make_tweaks
+from ppdm.protocols.ot.crhash import (
+    BLOCK,
+    BLOCK_BITS,
+    FIXED_KEY,
+    AESCTRStream,
+    aes_permute,
+    make_tweaks,
+)
 
 __all__ = ["CHOICES", "CODE_BITS", "KK13Receiver", "KK13Sender", "codewords", "kk13_hash"]
 
@@ -113,6 +123,7 @@ DEFAULT_CHUNK = 1 << 18
 TWEAK_BLOCK = 0x400000
 _HASH_BATCH = 1 << 12  # OTs per hashing pass at the sender (16 keys each: 1 MiB arrays)
 SESSION_NONCE_BYTES = 16
+_ZERO_MASK = np.zeros((1, 2 * BLOCK), dtype=np.uint8)
 
 STEP_SESSION = "session"
 STEP_SESSION_REPLY = "session-reply"
@@ -194,6 +205,27 @@ def _hash_halves(
     return _tccr(h, _repeat_blocks(t1, w) if w > 1 else t1.view(np.uint64).reshape(n, 2))
 
 
+def compiled_keys(
+    q: np.ndarray, masks: np.ndarray, start: int, session: int, length: int
+) -> np.ndarray | None:
+    """:func:`kk13_hash` of ``q_j XOR masks[v]`` for every row ``j`` of ``q`` (``(n, 32)``
+    uint8, OT indices ``start ..``) and every row ``v`` of ``masks`` (``(w, 32)``), the
+    first ``length`` bytes: ``(n, w, length)`` uint8 from the compiled hash (AES-NI,
+    ``_bits.kk13_keys``; the same bytes), or ``None`` when it is not built or the CPU
+    has no AES instructions."""
+    ext = _bitsmod._bits
+    if ext is None or not hasattr(ext, "kk13_keys"):
+        return None
+    make_tweaks(start + max(len(q) - 1, 0), 1, session, TWEAK_BLOCK + 1)  # range checks
+    n, w = len(q), len(masks)
+    out = np.empty((n, w, length), dtype=np.uint8)
+    hi = (session << BLOCK_BITS) | TWEAK_BLOCK
+    args = (np.ascontiguousarray(q), np.ascontiguousarray(masks), w, FIXED_KEY, start)
+    if ext.kk13_keys(*args, hi, hi + 1, n, length, out):
+        return out
+    return None
+
+
 def kk13_hash(x: np.ndarray, *, start: int, session: int) -> np.ndarray:
     """``H(j, x_j) = TCCR((j, sigma, 1), x_1 XOR TCCR((j, sigma, 0), x_0))`` for OT
     indices ``j = start, start + 1, ...``: ``x`` is ``(n, 32)`` or ``(n, w, 32)`` uint8
@@ -228,7 +260,8 @@ class KK13Sender:
         self.chunk = _check_chunk(chunk)
         self._s_bits = s_bits.astype(bool)
         self._s_live = self._s_bits[_LIVE]
-        masks = (codewords() & pack(s_bits)[None, :]).view(np.uint64)  # (16, 4)
+        self._mask_rows = codewords() & pack(s_bits)[None, :]  # C(v) AND s: (16, 32)
+        masks = self._mask_rows.view(np.uint64)  # (16, 4)
         # C(v) AND s for every choice v, repeated for a whole hashing batch: (batch * 16,
         # 2) words per 128-bit half, row 16 j + v for the OT j of the batch.
         self._masks = [np.tile(masks[:, h : h + 2], (_HASH_BATCH, 1)) for h in (0, 2)]
@@ -295,6 +328,9 @@ class KK13Sender:
     def _keys(self, q: np.ndarray, start: int, length: int) -> np.ndarray:
         """The 16 keys ``H(j, q_j XOR (C(v) AND s))`` of every row: ``(n, 16, length)``."""
         n = len(q)
+        fast = compiled_keys(q, self._mask_rows, start, self._session, length)
+        if fast is not None:
+            return fast
         halves = np.ascontiguousarray(q).view("V16")  # (n, 2): the two 128-bit halves
         out = np.empty((n, CHOICES, length), dtype=np.uint8)
         for o in range(0, n, _HASH_BATCH):
@@ -425,6 +461,10 @@ class KK13Receiver:
         length = _check_key_length(length)
         for o, n in _spans(len(r), self.chunk):
             start, t = self._t_rows(r[o : o + n])
+            fast = compiled_keys(t, _ZERO_MASK, start, self._session, length)
+            if fast is not None:
+                yield fast[:, 0]
+                continue
             words = t.view(np.uint64)  # (n, 4)
             keys = _hash_halves(words[:, :2].copy(), (words[:, 2:],), start, self._session, 1)
             yield keys.view(np.uint8)[:, :length]
