@@ -61,6 +61,7 @@ def _phases() -> list[tuple[Any, str, str]]:
         (hr, "secure_sum_nonnegative", "threshold"),
         (hr, "secure_sum", "threshold"),
         (hr.TransactionCounter, "count", "count"),
+        (hr.TransactionCounter, "pair_counts", "count"),
         (hr, "_single_items", "count"),
         (hr, "_candidates" if hasattr(hr, "_candidates") else "apriori_gen", "candidates"),
     ]

@@ -72,13 +72,20 @@ union; one more batched test for the candidate rules. With ``min_aggregate > 0``
 level's test has ``1 + C(n, colluders)`` entries per union
 itemset and ``C(n, colluders)`` ANDs per itemset, ``ceil(log2(1 + C(n, colluders)))``
 more hops: with 3 parties about 4x the test's bytes and 11 hops instead of 9
-(docs/mining.md has measurements). The mining stops without a union at the first level
-whose candidates (``apriori_gen`` of the public frequent itemsets) are empty: every party
-knows it. A party's own counting is a few numpy calls per level (level 1 from its item
-counts; longer candidates by packed-bit ANDs); on retail at 1 % the threshold tests and
-the unions' scalar multiplications are most of the miner's time, and reading the party's
-file costs more than either (docs/mining.md, "Where the time goes";
-``benchmarks/horizontal_profile.py``).
+(docs/mining.md has measurements). Every test compares supports, which the pooled
+number of transactions ``N`` bounds (public: a secure sum at the start), so its secure
+comparisons run on about ``log2(n N)`` bits (``bound`` of
+:func:`~ppdm.protocols.threshold.secure_sum_nonnegative`) instead of 63: on the
+click-stream BMS-WebView-1 at 0.5 % the job sends 0.6 MB instead of 1.7 MB and takes 2
+hops fewer. The mining stops without a union at the first level whose candidates
+(``apriori_gen`` of the public frequent itemsets) are empty: every party knows it. A
+party's own counting is a few numpy calls per level: level 1 from its item counts,
+level 2 (every pair of the frequent items) from the pairs inside its transactions by one
+``bincount`` when that is cheaper than one AND per candidate pair (short baskets), longer
+candidates by packed-bit ANDs. What remains is mostly the unions' scalar multiplications
+(each party multiplies every set once and the deduplicated union once: ``n m + u``
+points per level, about 23 µs each) and the threshold tests' OT extensions
+(docs/mining.md, "Where the time goes"; ``benchmarks/horizontal_profile.py``).
 """
 
 from __future__ import annotations
@@ -158,6 +165,32 @@ class TransactionCounter:
         """The count of every label of :attr:`items`, aligned (level 1 in one call)."""
         return self.db.item_counts()
 
+    def pair_counts(self, labels: Sequence[Any]) -> np.ndarray | None:
+        """Level 2 in one call: the ``f x f`` matrix whose entry ``[a, b]`` (``a < b``)
+        is the count of the pair ``(labels[a], labels[b])`` (``labels`` sorted and
+        distinct; a label this party lacks counts 0), or ``None`` when counting the
+        pairs inside the transactions would cost more than packed-bit ANDs."""
+        db, f = self.db, len(labels)
+        out = np.zeros((f, f), dtype=np.int64)
+        if f < 2 or db.n_transactions == 0 or db.n_items == 0:
+            return out
+        kind = db.items.dtype
+        try:  # labels beyond the dtype (or of another kind) raise
+            arr = np.array(labels, dtype=kind if kind.kind in "iu" else None)
+        except (OverflowError, TypeError, ValueError):
+            return None
+        if arr.shape != (f,) or arr.dtype.kind != kind.kind:
+            return None
+        pos = np.searchsorted(db.items, arr)
+        found = np.flatnonzero(db.items[np.minimum(pos, db.n_items - 1)] == arr)
+        if len(found) < 2:
+            return out
+        pairs = _pair_matrix(db, pos[found], budget=_and_cost(f * (f - 1) // 2, db))
+        if pairs is None:
+            return None
+        out[np.ix_(found, found)] = pairs
+        return out
+
 
 #: Bytes of packed bit-columns AND-ed at once by :func:`_count_sorted_tuples`.
 _AND_CHUNK_BYTES = 32 << 20
@@ -193,6 +226,11 @@ def _count_sorted_tuples(db: TransactionDB, candidates: Sequence[tuple]) -> np.n
         return out
     distinct, rows = np.unique(pos[found], return_inverse=True)
     rows = rows.reshape(-1, k)
+    if k == 2:
+        pairs = _pair_matrix(db, distinct, budget=_and_cost(len(rows), db))
+        if pairs is not None:
+            out[found] = pairs[rows[:, 0], rows[:, 1]]
+            return out
     bits = _packed_columns(db, distinct)
     counts = np.empty(len(rows), dtype=np.int64)
     step = max(1, _AND_CHUNK_BYTES // max(bits.shape[1] * bits.itemsize, 1))
@@ -204,6 +242,63 @@ def _count_sorted_tuples(db: TransactionDB, candidates: Sequence[tuple]) -> np.n
         counts[lo : lo + step] = np.bitwise_count(acc).sum(axis=1, dtype=np.int64)
     out[found] = counts
     return out
+
+
+#: Item pairs :func:`_pair_matrix` enumerates per numpy pass (a few int64 arrays of that
+#: length, about 8 MB each; a longer database takes several passes).
+_PAIR_CHUNK = 1 << 20
+#: The cost of ANDing and counting one packed word, in pairs :func:`_pair_matrix` could
+#: enumerate instead (measured: about 3.7 ns a word, 10 ns a pair).
+_AND_WORD_COST = 0.35
+
+
+def _and_cost(n_candidates: int, db: TransactionDB) -> int:
+    """What counting ``n_candidates`` pairs by packed-bit ANDs costs, in enumerated pairs."""
+    return int(n_candidates * db.n_words * _AND_WORD_COST)
+
+
+def _pair_matrix(db: TransactionDB, positions: np.ndarray, *, budget: int) -> np.ndarray | None:
+    """The co-occurrence counts of the item ``positions`` (sorted, distinct): entry
+    ``[a, b]`` (``a < b``) is the support of the pair ``(positions[a], positions[b])``.
+    Built from the pairs inside each transaction (restricted to those items) by
+    ``bincount``, which beats one AND per candidate pair when the transactions are
+    short (click streams, T10I4D100K: level 2's candidates are every pair of the
+    frequent items, but a basket holds few of them). ``None`` when the pairs inside the
+    transactions plus the ``f x f`` matrix exceed ``budget`` (what the ANDs would cost,
+    in the same unit: :func:`_and_cost`): then the caller ANDs."""
+    f = len(positions)
+    col_of = np.full(db.n_items, -1, dtype=np.int64)
+    col_of[positions] = np.arange(f)
+    col = col_of[db.indices]
+    keep = np.flatnonzero(col >= 0)
+    col = col[keep]  # a row's columns stay increasing: positions are sorted
+    length = np.bincount(db.row_ids()[keep], minlength=db.n_transactions)
+    pair_ends = np.cumsum(length * (length - 1) // 2)
+    n_pairs = int(pair_ends[-1]) if len(pair_ends) else 0
+    if n_pairs + f * f > budget:
+        return None
+    ends = np.cumsum(length)
+    out = np.zeros(f * f, dtype=np.int64)
+    r0 = 0
+    while r0 < db.n_transactions:  # rows in passes of about _PAIR_CHUNK pairs
+        base = int(pair_ends[r0 - 1]) if r0 else 0
+        r1 = max(r0 + 1, int(np.searchsorted(pair_ends, base + _PAIR_CHUNK, side="right")))
+        e0 = int(ends[r0 - 1]) if r0 else 0
+        out += _row_pairs(col[e0 : int(ends[r1 - 1])], length[r0:r1], f)
+        r0 = r1
+    return out.reshape(f, f)
+
+
+def _row_pairs(col: np.ndarray, length: np.ndarray, f: int) -> np.ndarray:
+    """``bincount`` of ``a * f + b`` over the pairs ``a < b`` inside each row (``col``
+    holds the rows' increasing columns one after the other, ``length`` their lengths)."""
+    row = np.repeat(np.arange(len(length)), length)
+    start = np.cumsum(length) - length  # first entry of every row in ``col``
+    after = length[row] - (np.arange(len(col)) - start[row]) - 1  # later entries in its row
+    first = np.repeat(np.arange(len(col)), after)
+    n_pairs = len(first)
+    second = first + 1 + np.arange(n_pairs) - np.repeat(np.cumsum(after) - after, after)
+    return np.bincount(col[first] * f + col[second], minlength=f * f)
 
 
 def _packed_columns(db: TransactionDB, positions: np.ndarray) -> np.ndarray:
@@ -257,7 +352,7 @@ def agree_label_bytes(
     above = np.array([int(need > w) for w in LABEL_WIDTHS[:-1]], dtype=np.int64)
     if net.me == net.parties[0]:
         above -= 1  # sum over the parties >= 0 iff at least one party needs more
-    some = secure_sum_nonnegative(net.scoped("assoc/label-width"), above, session=session)
+    some = secure_sum_nonnegative(net.scoped("assoc/label-width"), above, session=session, bound=1)
     return LABEL_WIDTHS[int(np.count_nonzero(some))]
 
 
@@ -316,6 +411,9 @@ def horizontal_association_rules(
     prog = progress_or_null(progress)
     n_total = int(secure_sum(net.scoped("assoc/size"), int(db.n_transactions)))
     threshold = min_count(min_support, n_total)
+    # Public bound on every party's test entries (a support is at most the pooled number
+    # of transactions): the secure comparisons run on ~log2(3 n_total) bits, not 63.
+    bound = max(n_total, threshold, min_aggregate, 1)
     local_threshold = min_count(min_support, db.n_transactions) if db.n_transactions else 1
     kind: type = int
     if len(db.items) and isinstance(native_label(db.items[0]), str):
@@ -328,23 +426,15 @@ def horizontal_association_rules(
     prog.start("association levels", max_len)
     while max_len is None or k <= max_len:
         sub = net.scoped(f"assoc/level{k}")
-        if k == 1:
-            candidates, local_counts = _single_items(counter)
-        else:
-            candidates = _candidates(prev, k)
-            if not candidates:
-                # apriori_gen of the public L_{k-1} is the same at every party: all stop
-                # here together, without a union that could only hold fakes.
-                levels.append({"k": k, "candidates_union": 0, "frequent": 0})
-                log.info("level %d: no candidates", k)
-                prog.advance()
-                break
-            local_counts = counter.count(candidates)
-        if db.n_transactions:
-            keep = np.flatnonzero(np.asarray(local_counts) >= local_threshold)
-        else:
-            keep = np.zeros(0, dtype=np.int64)
-        locally_large = [candidates[i] for i in keep.tolist()]
+        level = _level(counter, prev, k)
+        if k > 1 and level.empty:
+            # apriori_gen of the public L_{k-1} is the same at every party: all stop
+            # here together, without a union that could only hold fakes.
+            levels.append({"k": k, "candidates_union": 0, "frequent": 0})
+            log.info("level %d: no candidates", k)
+            prog.advance()
+            break
+        locally_large = level.locally_large(local_threshold) if db.n_transactions else []
         encoded = [encode_itemset(c, label_bytes=label_bytes) for c in locally_large]
         max_bytes = k * (label_bytes if kind is int else label_bytes + 1)
         union_bytes = secure_set_union(
@@ -357,12 +447,18 @@ def horizontal_association_rules(
         if union:
             # Every union itemset is a candidate of this level (at level 1, an item this
             # party lacks counts 0): reuse the local counts instead of counting again.
-            counts = _union_counts(union, candidates, local_counts)
+            counts = level.union_counts(union)
             local_of.update(zip(union, counts.tolist(), strict=True))
             totals = None
             if coalitions:
                 large_mask = _release_test(
-                    sub.scoped("release"), counts, threshold, min_aggregate, coalitions, session
+                    sub.scoped("release"),
+                    counts,
+                    threshold,
+                    min_aggregate,
+                    coalitions,
+                    session,
+                    bound=bound,
                 )
                 if reveal_counts:  # the counts of the released itemsets only
                     totals = np.zeros(len(union), dtype=np.int64)
@@ -375,7 +471,9 @@ def horizontal_association_rules(
                 excess = counts.copy()
                 if net.me == net.parties[0]:
                     excess -= threshold
-                large_mask = secure_sum_nonnegative(sub.scoped("test"), excess, session=session)
+                large_mask = secure_sum_nonnegative(
+                    sub.scoped("test"), excess, session=session, bound=bound
+                )
         else:
             large_mask = np.zeros(0, dtype=bool)
             totals = None
@@ -399,7 +497,7 @@ def horizontal_association_rules(
             {key: int(v) for key, v in frequent.items() if v is not None},
             levels,
         )
-    rules = _private_rules(net, local_of, list(frequent), frac, session)
+    rules = _private_rules(net, local_of, list(frequent), frac, session, n_total=n_total)
     return AssocResult(n_total, min_support, min_confidence, frequent, rules, False, levels)
 
 
@@ -421,6 +519,98 @@ def _single_items(counter: LocalCounter) -> tuple[list[tuple], np.ndarray]:
     if not candidates:
         return candidates, np.zeros(0, dtype=np.int64)
     return candidates, np.asarray(counter.count(candidates), dtype=np.int64)
+
+
+class _Explicit:
+    """A level's candidates as tuples, with this party's counts (aligned)."""
+
+    def __init__(self, candidates: list[tuple], counts: np.ndarray) -> None:
+        self.candidates, self.counts = candidates, np.asarray(counts)
+        self.empty = not candidates
+
+    def locally_large(self, local_threshold: int) -> list[tuple]:
+        keep = np.flatnonzero(self.counts >= local_threshold)
+        return [self.candidates[i] for i in keep.tolist()]
+
+    def union_counts(self, union: list[tuple]) -> np.ndarray:
+        return _union_counts(union, self.candidates, self.counts)
+
+
+class _Items:
+    """Level 1 from the counter's item counts: labels (sorted, ``int`` or ``str``) and
+    counts as arrays, a tuple only per locally large item (retail: 16,470 items a party,
+    70 locally large)."""
+
+    def __init__(self, items: np.ndarray, counts: np.ndarray) -> None:
+        self.items, self.counts = items, counts
+        self.empty = not len(items)
+
+    def locally_large(self, local_threshold: int) -> list[tuple]:
+        return [(x,) for x in self.items[self.counts >= local_threshold].tolist()]
+
+    def union_counts(self, union: list[tuple]) -> np.ndarray:
+        """This party's count of every union item (0 for an item it lacks)."""
+        kind = str if self.items.dtype.kind == "U" else int
+        out = np.zeros(len(union), dtype=np.int64)
+        for n, c in enumerate(union):
+            if len(c) != 1 or type(c[0]) is not kind:
+                continue
+            try:  # a label beyond the items' dtype is not among them
+                i = int(np.searchsorted(self.items, c[0]))
+            except (OverflowError, TypeError):
+                continue
+            if i < len(self.items) and self.items[i] == c[0]:
+                out[n] = self.counts[i]
+        return out
+
+
+class _Pairs:
+    """Level 2's candidates (every pair of the frequent items ``labels``, sorted) held
+    as the counter's co-occurrence matrix: no tuple per candidate pair, only per
+    locally large one (on a click stream at 0.5 %: 11,175 candidates, 60 large)."""
+
+    def __init__(self, labels: list[Any], matrix: np.ndarray) -> None:
+        self.labels, self.matrix = labels, matrix
+        self.empty = len(labels) < 2
+
+    def locally_large(self, local_threshold: int) -> list[tuple]:
+        a, b = np.nonzero(np.triu(self.matrix >= local_threshold, 1))  # row-major order
+        labels = self.labels
+        return [(labels[i], labels[j]) for i, j in zip(a.tolist(), b.tolist(), strict=True)]
+
+    def union_counts(self, union: list[tuple]) -> np.ndarray:
+        """This party's count of every union pair (0 for a pair of anything else)."""
+        at = {x: i for i, x in enumerate(self.labels)}
+        out = np.zeros(len(union), dtype=np.int64)
+        for n, c in enumerate(union):
+            if len(c) == 2 and c[0] in at and c[1] in at and at[c[0]] < at[c[1]]:
+                out[n] = self.matrix[at[c[0]], at[c[1]]]
+        return out
+
+
+def _level(counter: LocalCounter, prev: list[tuple], k: int) -> _Explicit | _Items | _Pairs:
+    """Level ``k``'s candidates and this party's counts of them: level 1 from the item
+    counts (:class:`_Items`, or :func:`_single_items`); level 2 from a co-occurrence matrix when the counter gives one
+    (``pair_counts``, as :class:`TransactionCounter` does); else ``apriori_gen`` of
+    the public ``prev`` and :meth:`LocalCounter.count`."""
+    if k == 1:
+        items = np.asarray(counter.items)
+        item_counts = getattr(counter, "item_counts", None)
+        if items.dtype.kind in "iuU" and callable(item_counts):
+            counts = np.asarray(item_counts(), dtype=np.int64)
+            if counts.shape == items.shape:
+                return _Items(items, counts)
+        return _Explicit(*_single_items(counter))
+    pair_counts = getattr(counter, "pair_counts", None)
+    if k == 2 and callable(pair_counts):
+        labels = sorted({x for (x,) in prev})
+        matrix = pair_counts(labels)
+        if matrix is not None:
+            return _Pairs(labels, np.asarray(matrix))
+    candidates = _candidates(prev, k)
+    if not candidates:
+        return _Explicit([], np.zeros(0, dtype=np.int64))
+    return _Explicit(candidates, np.asarray(counter.count(candidates)))
 
 
 def _candidates(prev: list[tuple], k: int) -> list[tuple]:
@@ -469,6 +659,8 @@ def _release_test(
     min_aggregate: int,
     coalitions: list[tuple[str, ...]],
     session: OTSession | None,
+    *,
+    bound: int | None = None,
 ) -> np.ndarray:
     """Which itemsets are released: pooled support ``>= max(threshold, min_aggregate)``
     and, for every coalition ``J``, the support outside ``J`` ``>= min_aggregate``.
@@ -484,7 +676,7 @@ def _release_test(
         table[:, j] = 0 if net.me in coalition else counts
         if first:
             table[:, j] -= min_aggregate
-    return secure_all_nonnegative(net, table, session=session)
+    return secure_all_nonnegative(net, table, session=session, bound=bound)
 
 
 def _private_rules(
@@ -493,6 +685,8 @@ def _private_rules(
     itemsets: list[frozenset],
     frac: Any,
     session: OTSession | None,
+    *,
+    n_total: int | None = None,
 ) -> list[dict[str, Any]]:
     """Confident rules decided by secure threshold tests, no count revealed. Both ``X | Y``
     and ``X`` are frequent, so this party's counts of them are already in ``local_of``."""
@@ -505,7 +699,9 @@ def _private_rules(
     z_counts = np.array([of_set[x | y] for x, y in cands], dtype=np.int64)
     x_counts = np.array([of_set[x] for x, _ in cands], dtype=np.int64)
     excess = q * z_counts - p * x_counts
-    ok = secure_sum_nonnegative(net.scoped("assoc/rules"), excess, session=session)
+    # q z - p x lies in [-p N, q N] at every party (0 <= z <= x <= N): a public bound.
+    bound = None if n_total is None else max(p, q) * max(n_total, 1)
+    ok = secure_sum_nonnegative(net.scoped("assoc/rules"), excess, session=session, bound=bound)
     return [
         {"antecedent": sorted(x), "consequent": sorted(y)}
         for (x, y), good in zip(cands, ok, strict=True)

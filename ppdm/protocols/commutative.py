@@ -32,7 +32,6 @@ import os
 from concurrent.futures import Executor
 
 import numpy as np
-from coincurve import PublicKey
 
 from ppdm.errors import ProtocolError
 from ppdm.protocols import ecgroup
@@ -95,14 +94,10 @@ class InvalidPoint(ValueError):
 def _mult_buffer(buf: bytes, scalar: bytes, first: int = 0) -> bytes:
     """Multiply every 33-byte point in ``buf`` by the 32-byte ``scalar``; parsing each
     point validates it (raises :class:`InvalidPoint` at the first invalid one)."""
-    out = bytearray(len(buf))
-    for off in range(0, len(buf), PB):
-        try:
-            point = PublicKey(buf[off : off + PB])
-        except ValueError:
-            raise InvalidPoint(first + off // PB) from None
-        out[off : off + PB] = point.multiply(scalar).format()
-    return bytes(out)
+    try:
+        return ecgroup.mult_points(buf, scalar)
+    except ecgroup.PointError as exc:
+        raise InvalidPoint(first + exc.index) from None
 
 
 def _mult_array(points: np.ndarray, k: int) -> np.ndarray:
@@ -262,7 +257,9 @@ def fake_items(count: int, chunks: int) -> np.ndarray:
     return out
 
 
-def _decode_chunk(buf: bytes, chunks: int, domain: bytes = b"") -> tuple[list[bytes], int]:
+def _decode_chunk(
+    buf: bytes, chunks: int, domain: bytes = b"", trusted: bool = False
+) -> tuple[list[bytes], int]:
     """Decode concatenated decrypted items (worker function); see :func:`decode_items`."""
     items: list[bytes] = []
     fakes = 0
@@ -270,7 +267,8 @@ def _decode_chunk(buf: bytes, chunks: int, domain: bytes = b"") -> tuple[list[by
     head = 1 if chunks == 1 else 1 + ITEM_ID_BYTES
     for off in range(0, len(buf), row):
         parts = [
-            ecgroup.extract_bytes(buf[off + c * PB : off + (c + 1) * PB]) for c in range(chunks)
+            ecgroup.extract_bytes(buf[off + c * PB : off + (c + 1) * PB], validated=trusted)
+            for c in range(chunks)
         ]
         if any(len(part) < head for part in parts):
             raise ValueError("decrypted point carries no item tag")
@@ -288,16 +286,19 @@ def _decode_chunk(buf: bytes, chunks: int, domain: bytes = b"") -> tuple[list[by
     return items, fakes
 
 
-def decode_items(points: np.ndarray, *, domain: bytes = b"") -> tuple[list[bytes], int]:
+def decode_items(
+    points: np.ndarray, *, domain: bytes = b"", trusted: bool = False
+) -> tuple[list[bytes], int]:
     """Decode decrypted items; returns the real items and the number of fakes dropped.
 
     Raises ValueError for a point that carries no embedded item, or chunks whose
-    identifiers do not match their item (a protocol fault)."""
+    identifiers do not match their item (a protocol fault). ``trusted``: the points are
+    this party's own libsecp256k1 output (canonical encodings), not parsed again."""
     m, chunks = points.shape[0], points.shape[1]
     flat = np.ascontiguousarray(points, dtype=np.uint8)
     pool = _executor() if m * chunks >= _PARALLEL_THRESHOLD else None
     if pool is None:
-        return _decode_chunk(flat.tobytes(), chunks, domain)
+        return _decode_chunk(flat.tobytes(), chunks, domain, trusted)
     spans = _split(m, _pool_workers * 4)
     items: list[bytes] = []
     fakes = 0
@@ -306,6 +307,7 @@ def decode_items(points: np.ndarray, *, domain: bytes = b"") -> tuple[list[bytes
         [flat[a:b].tobytes() for a, b in spans],
         [chunks] * len(spans),
         [domain] * len(spans),
+        [trusted] * len(spans),
     ):
         items.extend(got)
         fakes += n_fake
@@ -343,14 +345,12 @@ def validate_points(
     """Check a received batch: a uint8 array of shape ``(m, chunks, 33)`` of valid
     compressed points (``m == count`` if given). Raises :class:`ProtocolError`."""
     value = check_shape(value, party, step, chunks=chunks, count=count)
-    buf = value.reshape(-1, PB).tobytes()
-    for off in range(0, len(buf), PB):
-        try:
-            PublicKey(buf[off : off + PB])
-        except ValueError as exc:
-            raise ProtocolError(
-                party, step, f"item {off // PB // chunks} is not a point on secp256k1"
-            ) from exc
+    try:
+        ecgroup.validate_buffer(value.reshape(-1, PB).tobytes())
+    except ecgroup.PointError as exc:
+        raise ProtocolError(
+            party, step, f"item {exc.index // chunks} is not a point on secp256k1"
+        ) from exc
     return value
 
 

@@ -18,15 +18,28 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from typing import Any
 
 from coincurve import PublicKey
 
 from ppdm.errors import ProtocolError
 
+_ffi: Any
+_lib: Any
+_CONTEXT: Any
+try:  # libsecp256k1 through coincurve's own cffi module, for the batch loops below
+    from coincurve import _libsecp256k1
+    from coincurve.context import GLOBAL_CONTEXT as _CONTEXT
+
+    _ffi, _lib = _libsecp256k1.ffi, _libsecp256k1.lib
+except ImportError:  # pragma: no cover - another coincurve layout: PublicKey per point
+    _ffi = _lib = _CONTEXT = None
+
 __all__ = [
     "GENERATOR",
     "ORDER",
     "POINT_BYTES",
+    "PointError",
     "add",
     "base_mult",
     "decode_point",
@@ -36,9 +49,11 @@ __all__ = [
     "hash_to_point",
     "invert_scalar",
     "mult",
+    "mult_points",
     "neg",
     "random_scalar",
     "sub",
+    "validate_buffer",
 ]
 
 #: Order of the secp256k1 group (prime).
@@ -48,6 +63,7 @@ FIELD = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEFFFFFC2F
 POINT_BYTES = 33
 #: Largest byte string :func:`embed_bytes` maps into one point.
 EMBED_CAPACITY = 30
+_BYTES = [bytes([i]) for i in range(256)]
 
 GENERATOR = PublicKey.from_secret((1).to_bytes(32, "big")).format()
 
@@ -94,6 +110,71 @@ def sub(p: bytes, q: bytes) -> bytes:
     return add(p, neg(q))
 
 
+class PointError(ValueError):
+    """A batch held a value that is not a curve point; ``index`` is its position."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(f"point {index} is not on secp256k1")
+        self.index = index
+
+
+def mult_points(buf: bytes, scalar: bytes) -> bytes:
+    """``k·P`` for every 33-byte compressed point ``P`` of ``buf`` (``scalar``: ``k`` as
+    32 big-endian bytes, ``0 < k < ORDER``), concatenated. Parsing each point validates
+    it: :class:`PointError` at the first that is not on the curve.
+
+    One libsecp256k1 key buffer serves the whole batch (parse, multiply, serialize in
+    place) instead of coincurve's three Python objects per point: about 2 of a
+    multiplication's 26 µs, on every hop of the secure set operations."""
+    if len(buf) % POINT_BYTES:
+        raise ValueError(f"a batch of points is a multiple of {POINT_BYTES} bytes")
+    out = bytearray(len(buf))
+    if _lib is None:  # pragma: no cover - see the import
+        for off in range(0, len(buf), POINT_BYTES):
+            try:
+                point = PublicKey(buf[off : off + POINT_BYTES])
+            except ValueError:
+                raise PointError(off // POINT_BYTES) from None
+            out[off : off + POINT_BYTES] = point.multiply(scalar).format()
+        return bytes(out)
+    ctx, parse, mult_ = (
+        _CONTEXT.ctx,
+        _lib.secp256k1_ec_pubkey_parse,
+        _lib.secp256k1_ec_pubkey_tweak_mul,
+    )
+    serialize, compressed = _lib.secp256k1_ec_pubkey_serialize, _lib.SECP256K1_EC_COMPRESSED
+    key = _ffi.new("secp256k1_pubkey *")
+    size = _ffi.new("size_t *")
+    target = _ffi.from_buffer(out)
+    for off in range(0, len(buf), POINT_BYTES):
+        if not parse(ctx, key, buf[off : off + POINT_BYTES], POINT_BYTES):
+            raise PointError(off // POINT_BYTES)
+        if not mult_(ctx, key, scalar):
+            raise ValueError("the scalar is not in [1, ORDER)")
+        size[0] = POINT_BYTES
+        serialize(ctx, target + off, size, key, compressed)
+    return bytes(out)
+
+
+def validate_buffer(buf: bytes) -> None:
+    """Check that every 33 bytes of ``buf`` are a compressed point on the curve
+    (:class:`PointError` at the first that is not), with one key buffer for the batch."""
+    if len(buf) % POINT_BYTES:
+        raise ValueError(f"a batch of points is a multiple of {POINT_BYTES} bytes")
+    if _lib is None:  # pragma: no cover - see the import
+        for off in range(0, len(buf), POINT_BYTES):
+            try:
+                PublicKey(buf[off : off + POINT_BYTES])
+            except ValueError:
+                raise PointError(off // POINT_BYTES) from None
+        return
+    ctx, parse = _CONTEXT.ctx, _lib.secp256k1_ec_pubkey_parse
+    key = _ffi.new("secp256k1_pubkey *")
+    for off in range(0, len(buf), POINT_BYTES):
+        if not parse(ctx, key, buf[off : off + POINT_BYTES], POINT_BYTES):
+            raise PointError(off // POINT_BYTES)
+
+
 def decode_point(data: object, party: str, step: str) -> bytes:
     """Validate one point received from ``party`` at ``step``; return its canonical
     compressed encoding. Raises :class:`ProtocolError` for anything else."""
@@ -126,7 +207,11 @@ def _lift_x(x: int) -> bytes | None:
     if x >= FIELD:
         return None
     encoded = b"\x02" + x.to_bytes(32, "big")
-    try:
+    if _lib is not None:
+        key = _ffi.new("secp256k1_pubkey *")
+        ok = _lib.secp256k1_ec_pubkey_parse(_CONTEXT.ctx, key, encoded, POINT_BYTES)
+        return encoded if ok else None
+    try:  # pragma: no cover - see the import
         PublicKey(encoded)
     except ValueError:
         return None
@@ -155,16 +240,25 @@ def embed_bytes(data: bytes) -> bytes:
     if len(data) > EMBED_CAPACITY:
         raise ValueError(f"at most {EMBED_CAPACITY} bytes fit in one point, got {len(data)}")
     body = bytes([len(data)]) + data.ljust(EMBED_CAPACITY, b"\0")
-    for counter in range(256):
-        point = _lift_x(int.from_bytes(body + bytes([counter]), "big"))
+    if _lib is not None:  # x < 31 * 2^248 < FIELD: every candidate is a field element
+        encoded, key = b"\x02" + body, _ffi.new("secp256k1_pubkey *")
+        parse, ctx = _lib.secp256k1_ec_pubkey_parse, _CONTEXT.ctx
+        for tail in _BYTES:
+            if parse(ctx, key, encoded + tail, POINT_BYTES):
+                return encoded + tail
+        raise ValueError("could not embed bytes in a point")  # probability 2^-256
+    for tail in _BYTES:  # pragma: no cover - see the import
+        point = _lift_x(int.from_bytes(body + tail, "big"))
         if point is not None:
             return point
     raise ValueError("could not embed bytes in a point")  # probability 2^-256
 
 
-def extract_bytes(point: bytes) -> bytes:
-    """Inverse of :func:`embed_bytes` (either parity of the point)."""
-    x = PublicKey(point).format()[1:]
+def extract_bytes(point: bytes, *, validated: bool = False) -> bytes:
+    """Inverse of :func:`embed_bytes` (either parity of the point). ``validated``: the
+    point is a canonical compressed encoding already (e.g. just computed here by
+    libsecp256k1), read without parsing it again."""
+    x = bytes(point[1:POINT_BYTES]) if validated else PublicKey(point).format()[1:]
     n = x[0]
     if n > EMBED_CAPACITY:
         raise ValueError("point does not carry embedded bytes")

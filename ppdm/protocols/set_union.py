@@ -67,13 +67,13 @@ from ppdm.errors import ProtocolError
 from ppdm.parties.network import Network
 from ppdm.protocols.commutative import (
     CommutativeKey,
+    InvalidPoint,
+    check_shape,
     chunks_for,
     decode_items,
     encode_items,
     fake_items,
     shuffle_rows,
-    unique_rows,
-    validate_points,
 )
 from ppdm.randomness import SecureRandom
 
@@ -176,12 +176,7 @@ def secure_set_union(
     if me == first:
         if full_own is None:  # pragma: no cover - n >= 2 always sets it
             raise RuntimeError("the collector holds no fully encrypted set")
-        sets = [full_own]
-        for p in parties[1:]:
-            s = f"{STEP}/encrypted"
-            sets.append(validate_points(net.receive(p, s), p, s, chunks=chunks))
-        distinct, _ = unique_rows(np.concatenate(sets))
-        batch = shuffle_rows(e.decrypt(distinct))
+        batch = shuffle_rows(_merge_and_decrypt(net, e, full_own, chunks))
     else:
         batch = e.decrypt_received(net.receive(prev, step), prev, step, chunks=chunks)
         batch = shuffle_rows(batch)
@@ -193,7 +188,7 @@ def secure_set_union(
             raise ProtocolError(last, f"{STEP}/result", "union is not a sorted list of items")
         return list(union)
     try:
-        real, _fakes = decode_items(batch, domain=domain)
+        real, _fakes = decode_items(batch, domain=domain, trusted=True)  # decrypted here
     except ValueError as exc:
         raise ProtocolError(prev, step, f"decryption produced no item: {exc}") from exc
     union = sorted(set(real))
@@ -201,3 +196,30 @@ def secure_set_union(
         raise ProtocolError(prev, step, "duplicate items survived deduplication")
     net.broadcast(f"{STEP}/result", union)
     return union
+
+
+def _merge_and_decrypt(
+    net: Network, e: CommutativeKey, full_own: np.ndarray, chunks: int
+) -> np.ndarray:
+    """At the collector: the other parties' fully encrypted sets (checked), merged with
+    its own, without duplicates, with its layer removed. Each distinct point is parsed
+    once, by the decryption, which validates it; an invalid one is reported as the item
+    of the first party that sent it (its own set, computed here, comes first)."""
+    step = f"{STEP}/encrypted"
+    owners, sets = [net.me], [full_own]
+    for p in net.parties[1:]:
+        owners.append(p)
+        sets.append(check_shape(net.receive(p, step), p, step, chunks=chunks))
+    merged = np.ascontiguousarray(np.concatenate(sets))
+    if not len(merged):
+        return merged
+    flat = merged.reshape(len(merged), -1)
+    _, first = np.unique(flat.view(np.dtype((np.void, flat.shape[1]))).ravel(), return_index=True)
+    try:
+        return e.decrypt(merged[first])
+    except InvalidPoint as exc:
+        row = int(first[exc.index // chunks])
+        ends = np.cumsum([len(x) for x in sets])
+        who = int(np.searchsorted(ends, row, side="right"))
+        item = row - (int(ends[who - 1]) if who else 0)
+        raise ProtocolError(owners[who], step, f"item {item} is not a point on secp256k1") from exc

@@ -13,7 +13,11 @@ Because ``R`` is uniform in ``Z_{2^64}`` (no statistical slack), ``x`` and ``-R`
 additive shares of the sum ``E``; with ``|E| < 2^62`` its sign is the bit 62 of
 ``E mod 2^63``: ``MSB = bit62(x) XOR bit62(-R) XOR carry``, where the carry
 ``[low62(x) + low62(-R) >= 2^62]`` is one millionaires' comparison of 63-bit values
-(CrypTFlow2's DReLU). The XOR shares are then opened to every party.
+(CrypTFlow2's DReLU). The XOR shares are then opened to every party. Given a public
+``bound`` on every party's entries with ``n * bound < 2^V`` (``V <= 62``), the same holds
+for bit ``V`` of ``E mod 2^(V+1)``, and the comparison shrinks to ``V + 1`` bits: the
+association miners bound supports by the pooled number of transactions, about 20 bits
+instead of 63 (5 leaf blocks instead of 16, one AND level less), with the same result.
 
 :func:`secure_all_nonnegative` runs the same ring and comparison over a table of
 ``g`` tests per row but opens only each row's conjunction: the ``g`` sign bits stay
@@ -32,7 +36,8 @@ Security (semi-honest)
 
 Cost for ``m`` entries and ``n`` parties: ``n - 1`` ring messages of ``8 m`` bytes, then
 one batched 63-bit comparison between the first and last party (about ``2.4 KB`` per
-entry with 4-bit blocks), then ``n - 1`` messages of ``m / 8`` bytes to publish the bits.
+entry with 4-bit blocks; ``V + 1`` bits with a ``bound``), then ``n - 1`` messages of
+``m / 8`` bytes to publish the bits.
 
 Sequential hops (one-way latencies, :mod:`ppdm.parties.metrics`): the first and last
 party set up their OT session (IKNP base OTs, both directions) while the ring message
@@ -57,7 +62,6 @@ from ppdm.protocols.ot.extension import OTSession
 __all__ = ["compare_session", "secure_all_nonnegative", "secure_sum_nonnegative"]
 
 _V = 62
-_LOW = np.uint64((1 << _V) - 1)
 
 
 def compare_session(net: Network, scope: str) -> OTSession | None:
@@ -74,12 +78,30 @@ def compare_session(net: Network, scope: str) -> OTSession | None:
     return OTSession(net.scoped(scope), peer, kk13=False)
 
 
-def _as_excess(net: Network, values: np.ndarray) -> np.ndarray:
+def _sign_bit(n_parties: int, bound: int | None) -> int:
+    """The bit ``V`` whose value in ``sum mod 2^(V+1)`` is the sign: the smallest with
+    ``n_parties * bound < 2^V`` (every party's entries at most ``bound`` in absolute
+    value), at most :data:`_V` (62, also when ``bound`` is ``None``). The comparison runs
+    on ``V + 1`` bits: a public bound far below ``2^62`` (supports below the pooled
+    number of transactions) makes it several times cheaper."""
+    if bound is None:
+        return _V
+    if isinstance(bound, bool) or not isinstance(bound, int | np.integer) or bound < 1:
+        raise ValueError("bound must be a positive integer")
+    return min(_V, (max(n_parties, 1) * int(bound)).bit_length())
+
+
+def _as_excess(net: Network, values: np.ndarray, bound: int | None = None) -> np.ndarray:
     v = np.asarray(values)
     if v.size and not np.issubdtype(v.dtype, np.integer):
         raise ValueError("values must be an integer array")
-    if v.size and int(np.max(np.abs(v.astype(np.int64)))) >= (1 << _V) // max(len(net.parties), 1):
-        raise ValueError("values too large for a 62-bit signed sum")
+    n = max(len(net.parties), 1)
+    if v.size:
+        top = int(np.max(np.abs(v.astype(np.int64))))
+        if top >= (1 << _V) // n:
+            raise ValueError("values too large for a 62-bit signed sum")
+        if bound is not None and top > bound:
+            raise ValueError(f"a value exceeds the agreed bound {bound}")
     return v.astype(np.int64)
 
 
@@ -105,12 +127,17 @@ def _held(ot: OTSession | None) -> OTSession:
 
 
 def _negative_shares(
-    net: Network, mine: np.ndarray, session: OTSession | None, *, and_count: int = 0
+    net: Network,
+    mine: np.ndarray,
+    session: OTSession | None,
+    *,
+    and_count: int = 0,
+    sign_bit: int = _V,
 ) -> tuple[np.ndarray | None, _BitEngine | None]:
     """The ring and the comparison: at the first and the last party, XOR shares of
-    ``[sum < 0]`` per entry (``None`` at the others). With
-    ``and_count``, also a bit engine holding that many AND triples, made in the same
-    batch as the comparison's own (no extra round trip)."""
+    ``[sum < 0]`` per entry (``None`` at the others), for sums with ``|sum| <
+    2^sign_bit``. With ``and_count``, also a bit engine holding that many AND triples,
+    made in the same batch as the comparison's own (no extra round trip)."""
     m = len(mine)
     parties = net.parties
     first, last = parties[0], parties[-1]
@@ -148,26 +175,26 @@ def _negative_shares(
         share = partial
     ot = _held(ot)
     sub = ot.net
-    low = share & _LOW
-    # x_party (last) compares low(x) >= 2^62 - low(-R)
-    mine_cmp = low if me == last else (np.uint64(1 << _V) - low).astype(np.uint64)
+    low = share & np.uint64((1 << sign_bit) - 1)
+    # x_party (last) compares low(x) >= 2^V - low(-R)
+    mine_cmp = low if me == last else (np.uint64(1 << sign_bit) - low).astype(np.uint64)
     engine: _BitEngine | None = None
     if not and_count:
         carry = secure_ge_shares(
-            sub, mine_cmp, x_party=last, y_party=first, bits=_V + 1, session=ot
+            sub, mine_cmp, x_party=last, y_party=first, bits=sign_bit + 1, session=ot
         )
     else:
         engine = _ExtraTriples(ot, and_count)
         lt = _compare_core(
             engine,
-            _as_unsigned(mine_cmp, _V + 1, False),
+            _as_unsigned(mine_cmp, sign_bit + 1, False),
             x_party=last,
-            bits=_V + 1,
+            bits=sign_bit + 1,
             block_bits=4,
             greater=False,
         )
         carry = lt ^ np.uint8(1) if me == last else lt  # [x >= y] = NOT [x < y]
-    msb_share = (((share >> np.uint64(_V)) & np.uint64(1)).astype(np.uint8)) ^ carry
+    msb_share = (((share >> np.uint64(sign_bit)) & np.uint64(1)).astype(np.uint8)) ^ carry
     return msb_share, engine
 
 
@@ -194,7 +221,11 @@ def _open_bits(net: Network, share: np.ndarray | None, m: int) -> np.ndarray:
 
 
 def secure_sum_nonnegative(
-    net: Network, values: np.ndarray, *, session: OTSession | None = None
+    net: Network,
+    values: np.ndarray,
+    *,
+    session: OTSession | None = None,
+    bound: int | None = None,
 ) -> np.ndarray:
     """``[sum over parties of values[j] >= 0]`` for every ``j``, learned by every party.
 
@@ -202,7 +233,11 @@ def secure_sum_nonnegative(
     true sums must satisfy ``|sum| < 2^62``. ``session``: at the first and the last
     party, an :class:`~ppdm.protocols.ot.extension.OTSession` between the two, to reuse
     across calls (both must pass one, or neither); default a new one per call, on
-    ``net.scoped("threshold/compare")``. Other parties ignore it.
+    ``net.scoped("threshold/compare")``. Other parties ignore it. ``bound``: a public
+    bound (the same at every party) on the absolute value of every party's entries
+    (a party's entry above it raises ``ValueError``); the comparison then runs on
+    ``bit_length(n * bound) + 1`` bits instead of 63 (:func:`_sign_bit`), with the
+    same result and the same leakage.
 
     Examples
     --------
@@ -215,10 +250,11 @@ def secure_sum_nonnegative(
     """
     if np.ndim(values) != 1:
         raise ValueError("values must be a 1-D integer array")
-    v = _as_excess(net, values)
+    sign_bit = _sign_bit(len(net.parties), bound)
+    v = _as_excess(net, values, bound)
     if len(net.parties) == 1:
         return v >= 0
-    msb_share, _ = _negative_shares(net, v.view(np.uint64), session)
+    msb_share, _ = _negative_shares(net, v.view(np.uint64), session, sign_bit=sign_bit)
     if msb_share is not None and net.me == net.parties[0]:
         msb_share = msb_share ^ np.uint8(1)  # shares of [sum >= 0]
     return _open_bits(net, msb_share, len(v))
@@ -239,13 +275,17 @@ def _and_columns(engine: _BitEngine, bits: np.ndarray) -> np.ndarray:
 
 
 def secure_all_nonnegative(
-    net: Network, values: np.ndarray, *, session: OTSession | None = None
+    net: Network,
+    values: np.ndarray,
+    *,
+    session: OTSession | None = None,
+    bound: int | None = None,
 ) -> np.ndarray:
     """``[every sum over parties of values[i, j] >= 0 for j = 0 .. g-1]`` for every row
     ``i``, learned by every party -- and nothing about the single tests of a row.
 
     Every party calls this with its own 2-D integer array of shape ``(m, g)`` (the same
-    shape everywhere; sums as for :func:`secure_sum_nonnegative`). The ``m g`` signs stay
+    shape everywhere; sums and ``bound`` as for :func:`secure_sum_nonnegative`). The ``m g`` signs stay
     XOR-shared between the first and the last party; a tree of ``g - 1`` Beaver ANDs per
     row (:class:`ppdm.protocols.comparison._BitEngine`; the triples are made in the
     comparison's own batch, on the same OT session) combines them, and only the row results are
@@ -268,7 +308,8 @@ def secure_all_nonnegative(
     """
     if np.ndim(values) != 2:
         raise ValueError("values must be a 2-D integer array (rows, tests)")
-    v = _as_excess(net, values)
+    sign_bit = _sign_bit(len(net.parties), bound)
+    v = _as_excess(net, values, bound)
     m, g = v.shape
     if g < 1:
         raise ValueError("every row needs at least one test")
@@ -277,7 +318,9 @@ def secure_all_nonnegative(
     if m == 0:
         return np.zeros(0, dtype=bool)
     flat = np.ascontiguousarray(v).reshape(-1).view(np.uint64)
-    msb_share, engine = _negative_shares(net, flat, session, and_count=(g - 1) * m)
+    msb_share, engine = _negative_shares(
+        net, flat, session, and_count=(g - 1) * m, sign_bit=sign_bit
+    )
     row_share = None
     if msb_share is not None:
         if net.me == net.parties[0]:

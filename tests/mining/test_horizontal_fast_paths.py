@@ -71,6 +71,61 @@ def test_level_counts_equal_support_counts(seed: int, labels: str) -> None:
         assert counter.count(cands).tolist() == fast.tolist()
 
 
+@pytest.mark.parametrize("labels", ["int", "str"])
+@pytest.mark.parametrize("seed", range(8))
+def test_level_two_pair_matrix_equals_support_counts(
+    seed: int, labels: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Level 2 from the co-occurrence matrix (``_Pairs``) gives the explicit level's
+    locally large pairs and union counts, labels the party lacks included; with the
+    matrix over its budget the explicit level runs instead."""
+    from ppdm.mining import horizontal_rules as hr
+
+    tx, universe = _random_db(seed, labels=labels)
+    db = from_transactions(tx)
+    counter = TransactionCounter(db)
+    monkeypatch.setattr(hr, "_AND_WORD_COST", 1e9)  # small databases: force the matrix
+    absent = 10_001 if labels == "int" else "item-absent"  # no basket holds it
+    prev = [(x,) for x in sorted([*universe, absent])]
+    pairs, explicit = hr._level(counter, prev, 2), hr._Explicit(*_plain_level(tx, prev))
+    assert isinstance(pairs, hr._Pairs)
+    for t in (1, 2, 3, 5):
+        assert pairs.locally_large(t) == explicit.locally_large(t)
+    got = _count_sorted_tuples(db, explicit.candidates)  # its k = 2 matrix branch
+    assert got is not None and got.tolist() == explicit.counts.tolist()
+    union = [*explicit.candidates[::3], (universe[0],), ("zz", "zzz")]
+    assert pairs.union_counts(union).tolist() == explicit.union_counts(union).tolist()
+    monkeypatch.setattr(hr, "_PAIR_CHUNK", 7)  # many passes over the rows: the same
+    assert pairs.matrix.tolist() == hr._level(counter, prev, 2).matrix.tolist()
+    monkeypatch.setattr(hr, "_AND_WORD_COST", 0)  # the ANDs cheaper: no matrix
+    assert counter.pair_counts(sorted(universe)) is None
+    assert isinstance(hr._level(counter, prev, 2), hr._Explicit)
+
+
+@pytest.mark.parametrize("labels", ["int", "str"])
+@pytest.mark.parametrize("seed", range(6))
+def test_level_one_item_arrays_equal_the_explicit_level(seed: int, labels: str) -> None:
+    """Level 1 from the item arrays (``_Items``) gives the explicit level's locally large
+    items and union counts, for labels the party lacks, of the other kind, too wide for
+    its dtype, or not single items."""
+    from ppdm.mining import horizontal_rules as hr
+
+    tx, universe = _random_db(seed, labels=labels)
+    counter = TransactionCounter(from_transactions(tx))
+    items, explicit = hr._level(counter, [], 1), hr._Explicit(*_single_items(counter))
+    assert isinstance(items, hr._Items)
+    for t in (0, 1, 2, 4, 300):
+        assert items.locally_large(t) == explicit.locally_large(t)
+    odd = [(10_001,), ("item-absent",), (2**70,), (True,), (universe[0], universe[1]), ()]
+    union = [*explicit.candidates[::2], *odd]
+    assert items.union_counts(union).tolist() == explicit.union_counts(union).tolist()
+
+
+def _plain_level(tx: list[list], prev: list[tuple]) -> tuple[list[tuple], np.ndarray]:
+    cands = list(itertools.combinations(sorted(x for (x,) in prev), 2))
+    return cands, np.array([_plain_count(tx, c) for c in cands], dtype=np.int64)
+
+
 def test_level_counts_fall_back_outside_apriori_shape() -> None:
     tx = [[1, 2, 3], [2, 3], [1, 3], [5]]
     db = from_transactions(tx)

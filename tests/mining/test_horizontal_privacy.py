@@ -201,8 +201,8 @@ def test_crafted_probes_decode_if_the_release_tests_are_revealed_one_by_one(
     one opened bit each (here: pooled support first, as a two-stage "(a) then (b)" would)
     hands mallory the membership bit again, although the released result is unchanged."""
 
-    def leaky(net: Any, table: np.ndarray, *, session: Any = None) -> np.ndarray:
-        bits = hr.secure_sum_nonnegative(net, np.ascontiguousarray(table).reshape(-1))
+    def leaky(net: Any, table: np.ndarray, *, session: Any = None, **kw: Any) -> np.ndarray:
+        bits = hr.secure_sum_nonnegative(net, np.ascontiguousarray(table).reshape(-1), **kw)
         return bits.reshape(table.shape).all(axis=1)
 
     monkeypatch.setattr(hr, "secure_all_nonnegative", leaky)

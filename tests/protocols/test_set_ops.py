@@ -78,6 +78,49 @@ def test_invalid_point_from_peer_is_protocol_error():
     assert info.value.party == "a" and info.value.step == "set-union/encrypt"
 
 
+def test_embedding_fast_paths_equal_the_reference():
+    """``embed_bytes`` (one key buffer, no integer round trip) picks the same point as
+    try-and-increment through ``_lift_x``; reading an own, canonical point back without
+    parsing it gives the same bytes."""
+    from ppdm.protocols import ecgroup
+
+    gen = np.random.default_rng(5)
+    for n in [0, 1, 7, 29, 30] * 40:
+        data = gen.bytes(n)
+        body = bytes([n]) + data.ljust(ecgroup.EMBED_CAPACITY, b"\0")
+        want = next(
+            p
+            for c in range(256)
+            if (p := ecgroup._lift_x(int.from_bytes(body + bytes([c]), "big"))) is not None
+        )
+        got = ecgroup.embed_bytes(data)
+        assert got == want
+        assert ecgroup.extract_bytes(got) == ecgroup.extract_bytes(got, validated=True) == data
+
+
+def test_union_of_empty_sets_is_empty():
+    out = run_local(
+        lambda net, s: secure_set_union(net, s, fake_ratio=0.0), {"a": [], "b": [], "c": []}
+    )
+    assert out == {"a": [], "b": [], "c": []}
+
+
+def test_invalid_point_at_the_collector_names_its_sender():
+    """The collector parses each distinct point once (by its decryption, after the
+    merge): an invalid one is still refused, naming the party and item that sent it."""
+    net = LocalNetwork(["a", "b", "c"])
+    pts = commutative.encode_items([b"p", b"q"], 1)
+    bad = pts[:1].copy()
+    bad[0, 0, 1:] = 0xFF  # x >= field prime: not a point
+    for _ in range(2):  # the two hops that bring a's own set back fully encrypted
+        net["c"].send("a", "set-union/encrypt", pts)
+    net["b"].send("a", "set-union/encrypted", pts)
+    net["c"].send("a", "set-union/encrypted", np.concatenate([pts[1:], bad, pts[:1]]))
+    with pytest.raises(ProtocolError, match="item 1 is not a point") as info:
+        secure_set_union(net["a"], [b"x"], fake_ratio=0.0)
+    assert info.value.party == "c" and info.value.step == "set-union/encrypted"
+
+
 def test_wrong_shape_from_peer_is_protocol_error():
     net = LocalNetwork(["a", "b"])
     net["a"].send("b", "set-union/encrypt", np.zeros((2, 2, 33), dtype=np.uint8))

@@ -42,6 +42,55 @@ def test_edges_zero_minus_one_and_extremes():
     np.testing.assert_array_equal(out["a"], (a + b) >= 0)
 
 
+@settings(max_examples=10)
+@given(st.integers(2, 5), st.integers(1, 5000), st.integers(0, 2**32))
+def test_a_public_bound_gives_the_same_signs_with_fewer_bytes(n_parties, bound, seed):
+    """With ``bound`` the comparison runs on ``bit_length(n * bound) + 1`` bits: the
+    same answers at the edges of the bound (sums of ``+-n * bound``, 0, -1), and fewer
+    bytes than the 63-bit default."""
+    from ppdm.parties.local import simulate
+
+    gen = np.random.default_rng(seed)
+    vals = {p: gen.integers(-bound, bound + 1, size=16) for p in NAMES[:n_parties]}
+    for j, v in enumerate([bound, -bound, 0]):
+        for p in vals:
+            vals[p][j] = v
+    vals["p0"][3], vals["p0"][4] = -1, 0
+    for p in NAMES[1:n_parties]:
+        vals[p][3] = vals[p][4] = 0
+    expected = np.sum(list(vals.values()), axis=0) >= 0
+    sims = {
+        b: simulate(lambda net, v, _b=b: secure_sum_nonnegative(net, v, bound=_b), vals)
+        for b in (None, bound)
+    }
+    for sim in sims.values():
+        for v in sim.results.values():
+            np.testing.assert_array_equal(v, expected)
+    sent = {b: sum(t["bytes_sent"] for t in sim.totals.values()) for b, sim in sims.items()}
+    assert sent[bound] < sent[None]
+    rows = np.stack([vals[p] for p in vals], axis=0)  # as one column of an all-test too
+    both = run_local(
+        lambda net, v: secure_all_nonnegative(net, np.stack([v, v], axis=1), bound=bound),
+        {p: rows[i] for i, p in enumerate(vals)},
+    )
+    for v in both.values():
+        np.testing.assert_array_equal(v, expected)
+
+
+def test_values_beyond_the_bound_are_refused():
+    with pytest.raises(ValueError, match="bound 5"):
+        run_local(
+            lambda net, v: secure_sum_nonnegative(net, v, bound=5),
+            {"a": np.array([6]), "b": np.array([0])},
+        )
+    for bad in (0, -1, True, 2.5):
+        with pytest.raises(ValueError, match="bound must be"):
+            run_local(
+                lambda net, v, _b=bad: secure_sum_nonnegative(net, v, bound=_b),
+                {"a": np.array([1]), "b": np.array([0])},
+            )
+
+
 def test_values_too_large_are_refused():
     with pytest.raises(ValueError, match="too large"):
         run_local(secure_sum_nonnegative, {"a": np.array([1 << 62]), "b": np.array([0])})
