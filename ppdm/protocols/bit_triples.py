@@ -64,12 +64,13 @@ from ppdm.protocols.ot.extension import OTSession
 STEP_AND = "cmp/and"
 STEP_REVEAL = "cmp/reveal"
 STEP_TRIPLES = "cmp/triples"
-#: Cross terms (slots) per direction from which a batch of triples uses KK13: below it
-#: the set-up of a KK13 direction (256 random IKNP OTs, 4 KiB) would cost more than the
-#: 19 bytes a KK13 OT (30 of ``u``, 15 of table) saves over four IKNP OTs.
+#: Cross terms (slots) per direction from which a batch of triples uses the 1-out-of-16
+#: OTs: below it the set-up of a direction (240 random IKNP OTs and 7.5 KiB of GGM sums,
+#: 11.5 KiB) would cost more than the 41.5 bytes such an OT (7.5 of ``u``, 15 of table)
+#: saves over four IKNP OTs.
 KK13_MIN_SLOTS = 1024
 _SLOTS = 4  # cross terms per KK13 OT: the four bits of its choice
-_TABLE_SPAN = 1 << 18  # KK13 OTs per table message (3.75 MiB)
+_TABLE_SPAN = 1 << 18  # 1-out-of-16 OTs per table message (3.75 MiB)
 _SHIFTS = np.array([0, 2, 4, 6], dtype=np.uint8)  # slot i: lanes at bits 2 i and 2 i + 1
 
 

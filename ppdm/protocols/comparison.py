@@ -115,8 +115,9 @@ STEP_LEAF = "cmp/leaves"
 STEP_LEAF_COUNT = "cmp/leaf-count"
 _LEAF_BATCH = 8 << 20  # bytes of random-OT output per side per leaf batch
 _KK13_BITS = 4  # blocks of this many bits use KK13 1-out-of-16 OTs ...
-#: ... from this many leaves in a batch up: below it the 4 KiB of KK13's set-up (256
-#: random IKNP OTs, once per session) would cost more than its 34 bytes a leaf save.
+#: ... from this many leaves in a batch up: below it the 11.5 KiB of the set-up (240
+#: random IKNP OTs and 7.5 KiB of GGM sums, once per session and direction) would cost
+#: more than the 56.5 bytes a leaf saves (7.5 bytes of ``u`` against four IKNP OTs' 64).
 _KK13_MIN_LEAVES = 256
 _KK13_WINDOW = 8  # leaf batches whose u the receiver sends before it reads their tables
 
@@ -257,8 +258,8 @@ def _leaf_receive(engine: _BitEngine, choices: np.ndarray, m: int, width: int = 
 
 
 def _kk13_spans(count: int) -> list[tuple[int, int]]:
-    """``(offset, leaves)`` of the KK13 leaf batches (one ``u`` message of at most 8 MiB
-    each)."""
+    """``(offset, leaves)`` of the 1-out-of-16 leaf batches (262,144 leaves each: one
+    ``u`` message of at most 1.9 MiB, 7.5 bytes a leaf)."""
     step = _LEAF_BATCH // 32
     return [(o, min(step, count - o)) for o in range(0, count, step)]
 
@@ -281,7 +282,7 @@ def _kk13_leaf_receive(engine: _BitEngine, choices: np.ndarray, width: int) -> n
     """:func:`_leaf_receive` for 4-bit blocks. The ``u`` of up to ``_KK13_WINDOW``
     batches goes out before their tables are read: the leaves take one round trip up to
     ``_KK13_WINDOW`` batches (2 million leaves), and a peer holds at most that many
-    unread ``u`` messages (64 MiB) and this party that many unread tables (16 MiB)."""
+    unread ``u`` messages (15 MiB) and this party that many unread tables (16 MiB)."""
     receiver = engine.session.ot16.receiver
     low = (1 << width) - 1
     length = 2 * width  # 16 entries of width bits: 4 or 8 bytes, one little-endian word

@@ -150,8 +150,9 @@ def test_leaf_and_triple_bytes(block_bits, u_per_leaf, table_per_leaf, triples):
 
 @pytest.mark.parametrize(("n", "kk13"), [(17, False), (18, True)])
 def test_kk13_from_256_leaves(n, kk13):
-    """KK13's set-up (256 random IKNP OTs, 4 KiB) pays from 256 leaves up (34 bytes saved
-    a leaf): 17 comparisons of 57 bits have 255 leaves and keep Naor-Pinkas, 18 have 270.
+    """The 1-out-of-16 leaves' set-up (240 random IKNP OTs and 7.5 KiB of GGM sums) pays
+    from 256 leaves up (56.5 bytes saved a leaf): 17 comparisons of 57 bits have 255
+    leaves and keep Naor-Pinkas, 18 have 270.
     Same result either way."""
     rng = np.random.default_rng(n)
     x = rng.integers(0, 2**57, n, dtype=np.uint64)
