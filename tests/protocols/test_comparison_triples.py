@@ -5,6 +5,8 @@ ending in a ProtocolError at once instead of a hang (issue 25, item 4)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -15,8 +17,9 @@ from ppdm.protocols.bit_triples import STEP_TRIPLES, BitEngine
 from ppdm.protocols.ot.extension import OTSession
 
 
-def _make(count: int, pairs: int, *, spy: bool = False, lie=None):
-    """Both parties' triple buffers after one batch (and bob's received tables)."""
+def _make(count: int, pairs: int, *, spy: bool = False, lie=None, batches: int = 1):
+    """Both parties' triple buffers after ``batches`` batches of ``count`` triples and
+    ``pairs`` pair triples each (and bob's received tables)."""
 
     def party(net, _):
         peer = "bob" if net.me == "alice" else "alice"
@@ -39,29 +42,56 @@ def _make(count: int, pairs: int, *, spy: bool = False, lie=None):
 
             net.send = bad_send
         engine = BitEngine(OTSession(net, peer))
-        engine.make_triples(count, pairs)
-        engine.settle()
+        for k in range(1, batches + 1):  # each call makes the missing ones: one batch
+            engine.make_triples(k * count, k * pairs)
+            engine.settle()
         return engine._a, engine._b, engine._c, engine._pairs, seen
 
     return simulate(party, {"alice": None, "bob": None}, timeout=120)
 
 
-@pytest.mark.parametrize(("count", "pairs", "kk13"), [(300, 200, False), (1500, 2501, True)])
-def test_triples_are_exact(count, pairs, kk13):
+#: False-failure probability of one balance check (:func:`_balanced`).
+_FALSE_FAILURE = 1e-9
+
+
+def _balanced(bits: np.ndarray) -> bool:
+    """Whether the count of ones in ``n`` uniform bits is as close to ``n / 2`` as a
+    fair coin's with probability ``1 - 1e-9`` (exact two-sided binomial tail): never a
+    flaky failure, yet at ``n >= 1000`` a mean off by 0.1 (and all zeros) fails."""
+    n, ones = len(bits), int(np.count_nonzero(bits))
+    low = min(ones, n - ones)
+    tail = 2 * sum(math.comb(n, i) for i in range(low + 1))  # P(|X - n/2| >= n/2 - low)
+    return tail / 2**n > _FALSE_FAILURE
+
+
+def test_the_balance_check_catches_biased_bits():
+    ok = np.arange(1000) % 2
+    assert _balanced(ok) and _balanced(ok[:999]) and _balanced(np.r_[ok, np.ones(50)])
+    for bad in (np.zeros(1000), np.ones(1000), np.arange(1000) < 400, np.arange(1000) < 600):
+        assert not _balanced(bad)
+
+
+@pytest.mark.parametrize(
+    ("count", "pairs", "batches", "kk13"), [(300, 200, 5, False), (1500, 2501, 1, True)]
+)
+def test_triples_are_exact(count, pairs, batches, kk13):
     """``c = a AND b`` (and ``c' = a AND b'`` of pair triples) on the XOR of the two
-    parties' shares, for every triple of a batch; KK13 from 1,024 cross terms up."""
-    sim = _make(count, pairs)
+    parties' shares, for every triple of a batch; KK13 from 1,024 cross terms up (five
+    IKNP batches: at least 1,000 bits for every balance check)."""
+    sim = _make(count, pairs, batches=batches)
     a0, b0, c0, p0, _ = sim.results["alice"]
     a1, b1, c1, p1, _ = sim.results["bob"]
+    count, pairs = count * batches, pairs * batches
     assert len(a0) == len(a1) == count and len(p0) == len(p1) == pairs
     a, b, c = a0 ^ a1, b0 ^ b1, c0 ^ c1
     assert np.array_equal(c, a & b)
     p = p0 ^ p1
     assert np.array_equal(p[:, 3], p[:, 0] & p[:, 1])
     assert np.array_equal(p[:, 4], p[:, 0] & p[:, 2])
-    # Not all zero or constant: every bit about half ones.
+    # Not all zero or constant: every bit about half ones (a binomial tail at 1e-9, not a
+    # fixed 0.4 .. 0.6 that 200 fair bits miss about once in 200 runs).
     for bits in (a, b, p[:, 0], p[:, 1], p[:, 2], a0, b0, p0[:, 1]):
-        assert 0.4 < bits.mean() < 0.6
+        assert len(bits) >= 1000 and _balanced(bits), bits.mean()
     steps = {s["step"] for s in sim.metrics["alice"]}
     assert ("cmp/triples" in steps) == kk13 == ("ot/ss16/bob>alice/u" in steps)
 

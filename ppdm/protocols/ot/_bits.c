@@ -1,6 +1,7 @@
 /* The bit-matrix transpose of OT extension: the compiled part of ppdm.protocols.ot.bits;
  * and, with AES-NI (checked at run time; False returned otherwise, and the callers use
- * numpy), SoftSpoken's PRG columns (ss_columns) and KK13's chained hash (kk13_keys).
+ * numpy), SoftSpoken's leaf streams and columns (aes_schedules, ss_columns) and KK13's
+ * chained hash (kk13_keys).
  *
  * IKNP (and every extension built like it) turns the 128 PRG-expanded columns of the base
  * OTs into one 128-bit row per OT: a transpose of a 128 x m bit matrix. numpy does it with
@@ -111,6 +112,18 @@ static void transpose(uint8_t *out, const uint8_t *in, size_t rows, size_t cols)
     }
 }
 
+/* Overflow-checked size products of the wrappers: a * b into *out, or 0 (with
+ * OverflowError set) when a factor is negative or the product exceeds PY_SSIZE_T_MAX. */
+static int size_mul(Py_ssize_t a, Py_ssize_t b, Py_ssize_t *out)
+{
+    if (a < 0 || b < 0 || (b != 0 && a > PY_SSIZE_T_MAX / b)) {
+        PyErr_SetString(PyExc_OverflowError, "buffer size out of range");
+        return 0;
+    }
+    *out = a * b;
+    return 1;
+}
+
 /* transpose(matrix: bytes-like, rows: int, cols: int, out: writable buffer) -> None */
 static PyObject *py_transpose(PyObject *self, PyObject *args)
 {
@@ -119,9 +132,12 @@ static PyObject *py_transpose(PyObject *self, PyObject *args)
     (void)self;
     if (!PyArg_ParseTuple(args, "y*nnw*", &in, &rows, &cols, &out)) return NULL;
     PyObject *result = NULL;
+    Py_ssize_t in_len = 0, out_len = 0;
     if (rows < 0 || cols < 0 || rows % 16 || cols % 8) {
         PyErr_SetString(PyExc_ValueError, "rows must be a multiple of 16 and cols of 8");
-    } else if (in.len != rows * (cols / 8) || out.len != cols * (rows / 8)) {
+    } else if (!size_mul(rows, cols / 8, &in_len) || !size_mul(cols, rows / 8, &out_len)) {
+        /* OverflowError set */
+    } else if (in.len != in_len || out.len != out_len) {
         PyErr_SetString(PyExc_ValueError, "buffer sizes do not match rows and cols");
     } else {
         Py_BEGIN_ALLOW_THREADS
@@ -135,17 +151,21 @@ static PyObject *py_transpose(PyObject *self, PyObject *args)
     return result;
 }
 
-/* SoftSpoken's PRG and small-field VOLE columns (ppdm.protocols.ot.softspoken): for each
- * of B blocks of 16 seeds s_x, the streams G(s_x)[c] = AES_K(s_x ^ ctr_c) ^ s_x ^ ctr_c
- * (fixed public key K, ctr_c = (pos + c, 0) as two little-endian words) for c < nblocks,
- * folded: u_b = the XOR of all 16 streams, plane l = the XOR of the streams of the x with
- * bit l set, written to row rows[4 b + l] of out_t (rows of 16 nblocks bytes), XORed with
- * row b of corr where bit l of dmask[b] is set (corr may be empty). With skip0 the seed of
- * x = 0 is unknown (the sender's punctured point): its stream is left out and u is not
- * written. AES-NI only; softspoken.py computes the same bytes in numpy. */
+/* SoftSpoken's leaf streams and small-field VOLE columns (ppdm.protocols.ot.softspoken):
+ * for each of B blocks of 16 leaves x, the stream of leaf x is AES-128 in counter mode
+ * keyed by the leaf itself (the round keys precomputed once a session: aes_schedules),
+ * G_x[c] = AES_{k_x}(ctr_c), ctr_c = pos + c as a 128-bit big-endian counter block (what
+ * OpenSSL's CTR mode encrypts), for c < nblocks; folded: u_b = the XOR of all 16
+ * streams, plane l = the XOR of the streams of the x with bit l set, written to row
+ * rows[4 b + l] of out_t (rows of 16 nblocks bytes), XORed with row b of corr where bit l
+ * of dmask[b] is set (corr may be empty). With skip0 the leaf x = 0 is unknown (the
+ * sender's punctured point): its stream is left out and u is not written. VAES on 256-bit
+ * registers where the CPU has it, AES-NI otherwise; softspoken.py computes the same bytes
+ * with OpenSSL's AES. */
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <wmmintrin.h>
 #define PPDM_AESNI 1
+enum { AES_ROUNDS = 11 };
 
 __attribute__((target("aes,sse2"))) static inline __m128i key_step(__m128i key, __m128i gen)
 {
@@ -171,31 +191,40 @@ __attribute__((target("aes,sse2"))) static void aes_schedule(const uint8_t *key,
     rk[10] = key_step(rk[9], _mm_aeskeygenassist_si128(rk[9], 0x36));
 }
 
-__attribute__((target("aes,sse2"))) static void ss_columns(
-    uint8_t *out_t, uint8_t *out_u, const uint8_t *seeds, const uint8_t *key,
-    const int32_t *rows, const uint8_t *corr, const uint8_t *dmask, size_t blocks,
-    uint64_t pos, size_t nblocks, int skip0)
+/* The AES-128 key schedules of n keys: 11 round keys (176 bytes) each. */
+__attribute__((target("aes,sse2"))) static void aes_schedules(uint8_t *out, const uint8_t *keys,
+                                                              size_t n)
 {
-    __m128i rk[11];
-    aes_schedule(key, rk);
+    for (size_t i = 0; i < n; i++) {
+        __m128i rk[AES_ROUNDS];
+        aes_schedule(keys + i * 16, rk);
+        for (int r = 0; r < AES_ROUNDS; r++)
+            _mm_storeu_si128((__m128i *)(out + (i * AES_ROUNDS + (size_t)r) * 16), rk[r]);
+    }
+}
+
+__attribute__((target("aes,sse2"))) static void ss_columns(
+    uint8_t *out_t, uint8_t *out_u, const uint8_t *rkeys, const int32_t *rows,
+    const uint8_t *corr, const uint8_t *dmask, size_t blocks, uint64_t pos, size_t nblocks,
+    int skip0)
+{
     const int x0 = skip0 ? 1 : 0;
     const size_t stride = nblocks * 16;
     for (size_t b = 0; b < blocks; b++) {
-        __m128i s[16];
-        for (int x = 0; x < 16; x++)
-            s[x] = _mm_loadu_si128((const __m128i *)(seeds + (b * 16 + (size_t)x) * 16));
+        /* rk[r * 16 + x]: round key r of leaf x (2.75 KiB a block: stays in L1). */
+        const __m128i *rk = (const __m128i *)(rkeys + b * AES_ROUNDS * 16 * 16);
         const unsigned dm = corr ? dmask[b] : 0;
         for (size_t c = 0; c < nblocks; c++) {
-            const __m128i ctr = _mm_set_epi64x(0, (long long)(pos + c));
-            __m128i in[16], y[16];
-            for (int x = x0; x < 16; x++) {
-                in[x] = _mm_xor_si128(s[x], ctr);
-                y[x] = _mm_xor_si128(in[x], rk[0]);
-            }
-            for (int r = 1; r < 10; r++)
-                for (int x = x0; x < 16; x++) y[x] = _mm_aesenc_si128(y[x], rk[r]);
+            const __m128i ctr =
+                _mm_set_epi64x((long long)__builtin_bswap64(pos + c), 0); /* big-endian */
+            __m128i y[16];
             for (int x = x0; x < 16; x++)
-                y[x] = _mm_xor_si128(_mm_aesenclast_si128(y[x], rk[10]), in[x]);
+                y[x] = _mm_xor_si128(ctr, _mm_loadu_si128(rk + x));
+            for (int r = 1; r < 10; r++)
+                for (int x = x0; x < 16; x++)
+                    y[x] = _mm_aesenc_si128(y[x], _mm_loadu_si128(rk + r * 16 + x));
+            for (int x = x0; x < 16; x++)
+                y[x] = _mm_aesenclast_si128(y[x], _mm_loadu_si128(rk + 10 * 16 + x));
             __m128i p[4];
             for (int l = 0; l < 4; l++) p[l] = _mm_setzero_si128();
             __m128i all = skip0 ? _mm_setzero_si128() : y[0];
@@ -214,41 +243,145 @@ __attribute__((target("aes,sse2"))) static void ss_columns(
         }
     }
 }
+
+#include <immintrin.h>
+/* ss_columns with VAES on 256-bit registers: register k holds the leaves 2k (low half)
+ * and 2k + 1 (high half), each under its own round keys (one 32-byte load a round: the
+ * round keys are stored round by round, leaf after leaf); the same bytes. */
+__attribute__((target("vaes,avx2,aes"))) static void ss_columns_vaes(
+    uint8_t *out_t, uint8_t *out_u, const uint8_t *rkeys, const int32_t *rows,
+    const uint8_t *corr, const uint8_t *dmask, size_t blocks, uint64_t pos, size_t nblocks,
+    int skip0)
+{
+    const size_t stride = nblocks * 16;
+    for (size_t b = 0; b < blocks; b++) {
+        const uint8_t *rk = rkeys + b * AES_ROUNDS * 16 * 16;
+        const unsigned dm = corr ? dmask[b] : 0;
+        for (size_t c = 0; c < nblocks; c++) {
+            const __m256i ctr = _mm256_broadcastsi128_si256(
+                _mm_set_epi64x((long long)__builtin_bswap64(pos + c), 0)); /* big-endian */
+            __m256i y[8];
+            for (int k = 0; k < 8; k++)
+                y[k] = _mm256_xor_si256(ctr, _mm256_loadu_si256((const __m256i *)(rk + k * 32)));
+            for (int r = 1; r < 10; r++)
+                for (int k = 0; k < 8; k++)
+                    y[k] = _mm256_aesenc_epi128(
+                        y[k], _mm256_loadu_si256((const __m256i *)(rk + r * 256 + k * 32)));
+            for (int k = 0; k < 8; k++)
+                y[k] = _mm256_aesenclast_epi128(
+                    y[k], _mm256_loadu_si256((const __m256i *)(rk + 10 * 256 + k * 32)));
+            if (skip0) y[0] = _mm256_blend_epi32(y[0], _mm256_setzero_si256(), 0x0F);
+            /* Bit 0 of a leaf x = 2k + h is the half h; bit l >= 1 is bit l - 1 of k. */
+            const __m256i o1 = _mm256_xor_si256(_mm256_xor_si256(y[1], y[3]),
+                                                _mm256_xor_si256(y[5], y[7]));
+            const __m256i e1 = _mm256_xor_si256(_mm256_xor_si256(y[0], y[2]),
+                                                _mm256_xor_si256(y[4], y[6]));
+            const __m256i k2 = _mm256_xor_si256(_mm256_xor_si256(y[2], y[3]),
+                                                _mm256_xor_si256(y[6], y[7]));
+            const __m256i k4 = _mm256_xor_si256(_mm256_xor_si256(y[4], y[5]),
+                                                _mm256_xor_si256(y[6], y[7]));
+            const __m256i a = _mm256_xor_si256(o1, e1);
+#define FOLD(v) _mm_xor_si128(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1))
+            const __m128i all = FOLD(a);
+            __m128i p[4];
+            p[0] = _mm256_extracti128_si256(a, 1);
+            p[1] = FOLD(o1);
+            p[2] = FOLD(k2);
+            p[3] = FOLD(k4);
+#undef FOLD
+            if (!skip0 && out_u) _mm_storeu_si128((__m128i *)(out_u + b * stride + c * 16), all);
+            const __m128i cv =
+                dm ? _mm_loadu_si128((const __m128i *)(corr + b * stride + c * 16)) : all;
+            for (int l = 0; l < 4; l++) {
+                __m128i v = (dm >> l & 1) ? _mm_xor_si128(p[l], cv) : p[l];
+                _mm_storeu_si128((__m128i *)(out_t + (size_t)rows[b * 4 + l] * stride + c * 16), v);
+            }
+        }
+    }
+}
 #endif
 
-/* ss_columns(seeds, key, blocks, pos, nblocks, skip0, rows, corr, dmask, out_t, out_u)
- * -> bool: False when AES-NI is not available (the caller computes them in numpy). rows:
- * 4 blocks int32 row indices below out_t's rows; corr: empty or blocks x 16 nblocks bytes;
- * dmask: blocks bytes; out_u: empty or blocks x 16 nblocks bytes. */
+/* aes_schedules(keys, n, out) -> bool: the AES-128 round keys of n 16-byte keys into out
+ * (n x 176 bytes); False when AES-NI is not available. */
+static PyObject *py_aes_schedules(PyObject *self, PyObject *args)
+{
+    Py_buffer keys, out;
+    Py_ssize_t n, klen = 0, olen = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nw*", &keys, &n, &out)) return NULL;
+    PyObject *result = NULL;
+    if (!size_mul(n, 16, &klen) || !size_mul(n, 176, &olen)) {
+        /* OverflowError set */
+    } else if (keys.len != klen || out.len != olen) {
+        PyErr_SetString(PyExc_ValueError, "buffer sizes do not match n");
+    } else {
+#if defined(PPDM_AESNI)
+        if (__builtin_cpu_supports("aes")) {
+            Py_BEGIN_ALLOW_THREADS
+            aes_schedules(out.buf, keys.buf, (size_t)n);
+            Py_END_ALLOW_THREADS
+            result = Py_True;
+        } else {
+            result = Py_False;
+        }
+#else
+        result = Py_False;
+#endif
+        Py_INCREF(result);
+    }
+    PyBuffer_Release(&keys);
+    PyBuffer_Release(&out);
+    return result;
+}
+
+/* ss_columns(rkeys, blocks, pos, nblocks, skip0, rows, corr, dmask, out_t, out_u) -> bool:
+ * False when AES-NI is not available (the caller computes them with OpenSSL). rkeys:
+ * blocks x 11 rounds x 16 leaves x 16 bytes: the leaves' round keys (aes_schedules),
+ * round by round within a block; rows: 4 blocks int32 row indices below out_t's rows;
+ * corr: empty or blocks x 16 nblocks bytes; dmask: blocks bytes; out_u: empty or blocks
+ * x 16 nblocks bytes. Every size product is checked for overflow first. */
 static PyObject *py_ss_columns(PyObject *self, PyObject *args)
 {
-    Py_buffer seeds, key, rows, corr, dmask, out_t, out_u;
-    Py_ssize_t blocks, nblocks;
+    Py_buffer rkeys, rows, corr, dmask, out_t, out_u;
+    Py_ssize_t blocks, nblocks, stride = 0, leaves = 0, keybytes = 0, nrows = 0, plane = 0;
     unsigned long long pos;
     int skip0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*y*nKnpy*y*y*w*w*", &seeds, &key, &blocks, &pos, &nblocks,
-                          &skip0, &rows, &corr, &dmask, &out_t, &out_u))
+    if (!PyArg_ParseTuple(args, "y*nKnpy*y*y*w*w*", &rkeys, &blocks, &pos, &nblocks, &skip0,
+                          &rows, &corr, &dmask, &out_t, &out_u))
         return NULL;
     PyObject *result = NULL;
-    const Py_ssize_t stride = nblocks * 16;
-    int ok = blocks >= 0 && nblocks >= 0 && key.len == 16 && seeds.len == blocks * 256 &&
-             rows.len == blocks * 4 * 4 && dmask.len == blocks &&
-             (corr.len == 0 || corr.len == blocks * stride) &&
-             (out_u.len == 0 || out_u.len == blocks * stride) && stride > 0 &&
-             out_t.len % stride == 0;
+    int ok = size_mul(nblocks, 16, &stride) && size_mul(blocks, 16, &leaves) &&
+             size_mul(leaves, 176, &keybytes) && size_mul(blocks, 4, &nrows) &&
+             size_mul(blocks, stride, &plane);
+    if (!ok) goto done; /* OverflowError set */
+    if (nblocks > 0 && pos > UINT64_MAX - (unsigned long long)nblocks) {
+        PyErr_SetString(PyExc_OverflowError, "PRG counter out of range");
+        goto done;
+    }
+    ok = rkeys.len == keybytes && rows.itemsize == 4 && rows.len == nrows * 4 &&
+         dmask.len == blocks && (corr.len == 0 || corr.len == plane) &&
+         (out_u.len == 0 || out_u.len == plane) && stride > 0 && out_t.len % stride == 0;
     if (ok) {
         const int32_t *r = rows.buf;
-        for (Py_ssize_t i = 0; i < blocks * 4; i++)
+        for (Py_ssize_t i = 0; i < nrows; i++)
             if (r[i] < 0 || (Py_ssize_t)r[i] >= out_t.len / stride) ok = 0;
     }
     if (!ok) {
         PyErr_SetString(PyExc_ValueError, "buffer sizes do not match blocks and nblocks");
     } else {
 #if defined(PPDM_AESNI)
-        if (__builtin_cpu_supports("aes")) {
+        if (__builtin_cpu_supports("vaes") && __builtin_cpu_supports("avx2") &&
+            __builtin_cpu_supports("aes")) {
             Py_BEGIN_ALLOW_THREADS
-            ss_columns(out_t.buf, out_u.len ? out_u.buf : NULL, seeds.buf, key.buf, rows.buf,
+            ss_columns_vaes(out_t.buf, out_u.len ? out_u.buf : NULL, rkeys.buf, rows.buf,
+                            corr.len ? corr.buf : NULL, dmask.buf, (size_t)blocks,
+                            (uint64_t)pos, (size_t)nblocks, skip0);
+            Py_END_ALLOW_THREADS
+            result = Py_True;
+        } else if (__builtin_cpu_supports("aes")) {
+            Py_BEGIN_ALLOW_THREADS
+            ss_columns(out_t.buf, out_u.len ? out_u.buf : NULL, rkeys.buf, rows.buf,
                        corr.len ? corr.buf : NULL, dmask.buf, (size_t)blocks, (uint64_t)pos,
                        (size_t)nblocks, skip0);
             Py_END_ALLOW_THREADS
@@ -261,8 +394,8 @@ static PyObject *py_ss_columns(PyObject *self, PyObject *args)
 #endif
         Py_INCREF(result);
     }
-    PyBuffer_Release(&seeds);
-    PyBuffer_Release(&key);
+done:
+    PyBuffer_Release(&rkeys);
     PyBuffer_Release(&rows);
     PyBuffer_Release(&corr);
     PyBuffer_Release(&dmask);
@@ -325,7 +458,6 @@ __attribute__((target("aes,sse2"))) static void kk13_keys(
 #endif
 
 #if defined(PPDM_AESNI)
-#include <immintrin.h>
 #define AES8(st)                                                                     \
     do {                                                                             \
         for (int k_ = 0; k_ < 8; k_++) st[k_] = _mm256_xor_si256(st[k_], rk[0]);     \
@@ -437,8 +569,13 @@ static PyObject *py_kk13_keys(PyObject *self, PyObject *args)
                           &length, &out))
         return NULL;
     PyObject *result = NULL;
-    if (w < 1 || w > 16 || n < 0 || length < 1 || length > 16 || key.len != 16 ||
-        masks.len != w * 32 || q.len != n * 32 || out.len != n * w * length) {
+    Py_ssize_t q_len = 0, items = 0, out_len = 0;
+    if (w < 1 || w > 16 || n < 0 || length < 1 || length > 16) {
+        PyErr_SetString(PyExc_ValueError, "w and length must lie in [1, 16], n >= 0");
+    } else if (!size_mul(n, 32, &q_len) || !size_mul(n, w, &items) ||
+               !size_mul(items, length, &out_len)) {
+        /* OverflowError set */
+    } else if (key.len != 16 || masks.len != w * 32 || q.len != q_len || out.len != out_len) {
         PyErr_SetString(PyExc_ValueError, "buffer sizes do not match w, n and length");
     } else {
 #if defined(PPDM_AESNI)
@@ -473,8 +610,10 @@ static PyObject *py_kk13_keys(PyObject *self, PyObject *args)
 static PyMethodDef methods[] = {
     {"transpose", py_transpose, METH_VARARGS,
      "Transpose a packed rows x cols bit matrix into a cols x rows one (little-endian bits)."},
+    {"aes_schedules", py_aes_schedules, METH_VARARGS,
+     "The AES-128 round keys of n keys (11 x 16 bytes each)."},
     {"ss_columns", py_ss_columns, METH_VARARGS,
-     "SoftSpoken's fixed-key AES streams of 16 seeds a block, folded into VOLE columns."},
+     "SoftSpoken's leaf-keyed AES-CTR streams, 16 leaves a block, folded into VOLE columns."},
     {"kk13_keys", py_kk13_keys, METH_VARARGS,
      "KK13's chained TCCR hash of every row XOR every mask (fixed-key AES-NI)."},
     {NULL, NULL, 0, NULL},

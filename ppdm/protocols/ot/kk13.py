@@ -47,10 +47,12 @@ the OT index ``j``, the session tag ``sigma`` and the block number in separate t
 fields (:func:`~ppdm.protocols.ot.crhash.make_tweaks`: no tweak is used for two OTs or
 sessions). The block numbers start at ``B =`` :data:`TWEAK_BLOCK` (``0x400000``), a range
 IKNP's hash outputs never reach (they would need 64 MiB per OT) and below KKRT's
-``0x800000``: KK13's tweaks differ from the other protocols' by construction, not only
-through the 40-bit session tag (which two sessions share with probability 2^-40). Chaining, not XOR-ing, the halves: each half of ``C(v) AND s`` hides only 64
-unknown bits of ``s``, and the XOR of two independent half hashes could be attacked
-meet-in-the-middle with about 2^64 work; the chain needs both halves at once (about
+``0x800000``; SoftSpoken's SS16 (:mod:`~ppdm.protocols.ot.softspoken`: the same hash
+and keys) uses ``B + 2`` and ``B + 3``. KK13's tweaks differ from the other protocols'
+by construction, not only through the 40-bit session tag (which two sessions share with
+probability 2^-40). Chaining, not XOR-ing, the halves: each half of ``C(v) AND s`` hides
+only 64 unknown bits of ``s``, and the XOR of two independent half hashes could be
+attacked meet-in-the-middle with about 2^64 work; the chain needs both halves at once (about
 2^128 with the fixed-key AES modelled as a random permutation).
 
 Security (semi-honest, two parties)
@@ -190,15 +192,18 @@ def _repeat_blocks(blocks: np.ndarray, times: int) -> np.ndarray:
 
 
 def _hash_halves(
-    x0: np.ndarray, x1: tuple[np.ndarray, ...], start: int, session: int, w: int
+    x0: np.ndarray,
+    x1: tuple[np.ndarray, ...],
+    start: int,
+    session: int,
+    w: int,
+    block: int = TWEAK_BLOCK,
 ) -> np.ndarray:
     """:func:`kk13_hash` of OTs ``start .. start + n - 1`` with ``w`` inputs each (rows
     ``w j .. w j + w - 1``): ``x0`` the first halves (``(n * w, 2)`` uint64, overwritten),
-    the second halves the XOR of the arrays ``x1``."""
+    the second halves the XOR of the arrays ``x1``; tweak blocks ``block``, ``block + 1``."""
     n = len(x0) // w
-    t0, t1 = (
-        make_tweaks(start, n, session, TWEAK_BLOCK + b).view("V16").reshape(n) for b in (0, 1)
-    )
+    t0, t1 = (make_tweaks(start, n, session, block + b).view("V16").reshape(n) for b in (0, 1))
     h = _tccr(x0, _repeat_blocks(t0, w) if w > 1 else t0.view(np.uint64).reshape(n, 2))
     for part in x1:
         h ^= part
@@ -206,35 +211,43 @@ def _hash_halves(
 
 
 def compiled_keys(
-    q: np.ndarray, masks: np.ndarray, start: int, session: int, length: int
+    q: np.ndarray,
+    masks: np.ndarray,
+    start: int,
+    session: int,
+    length: int,
+    *,
+    block: int = TWEAK_BLOCK,
 ) -> np.ndarray | None:
     """:func:`kk13_hash` of ``q_j XOR masks[v]`` for every row ``j`` of ``q`` (``(n, 32)``
     uint8, OT indices ``start ..``) and every row ``v`` of ``masks`` (``(w, 32)``), the
-    first ``length`` bytes: ``(n, w, length)`` uint8 from the compiled hash (AES-NI,
-    ``_bits.kk13_keys``; the same bytes), or ``None`` when it is not built or the CPU
-    has no AES instructions."""
+    first ``length`` bytes, tweak blocks ``block`` and ``block + 1``: ``(n, w, length)``
+    uint8 from the compiled hash (AES-NI, ``_bits.kk13_keys``; the same bytes), or
+    ``None`` when it is not built or the CPU has no AES instructions."""
     ext = _bitsmod._bits
     if ext is None or not hasattr(ext, "kk13_keys"):
         return None
-    make_tweaks(start + max(len(q) - 1, 0), 1, session, TWEAK_BLOCK + 1)  # range checks
+    make_tweaks(start + max(len(q) - 1, 0), 1, session, block + 1)  # range checks
     n, w = len(q), len(masks)
     out = np.empty((n, w, length), dtype=np.uint8)
-    hi = (session << BLOCK_BITS) | TWEAK_BLOCK
+    hi = (session << BLOCK_BITS) | block
     args = (np.ascontiguousarray(q), np.ascontiguousarray(masks), w, FIXED_KEY, start)
     if ext.kk13_keys(*args, hi, hi + 1, n, length, out):
         return out
     return None
 
 
-def kk13_hash(x: np.ndarray, *, start: int, session: int) -> np.ndarray:
-    """``H(j, x_j) = TCCR((j, sigma, 1), x_1 XOR TCCR((j, sigma, 0), x_0))`` for OT
-    indices ``j = start, start + 1, ...``: ``x`` is ``(n, 32)`` or ``(n, w, 32)`` uint8
-    (``w`` inputs of the same OT); returns ``(n, 16)`` or ``(n, w, 16)`` uint8."""
+def kk13_hash(x: np.ndarray, *, start: int, session: int, block: int = TWEAK_BLOCK) -> np.ndarray:
+    """``H(j, x_j) = TCCR((j, sigma, B + 1), x_1 XOR TCCR((j, sigma, B), x_0))`` for OT
+    indices ``j = start, start + 1, ...`` and ``B = block`` (KK13's :data:`TWEAK_BLOCK`
+    unless given): ``x`` is ``(n, 32)`` or ``(n, w, 32)`` uint8 (``w`` inputs of the same
+    OT); returns ``(n, 16)`` or ``(n, w, 16)`` uint8."""
     if x.dtype != np.uint8 or x.ndim not in (2, 3) or x.shape[-1] != 2 * BLOCK:
         raise ValueError("expected (n, 32) or (n, w, 32) uint8 inputs")
     w = 1 if x.ndim == 2 else x.shape[1]
     words = np.ascontiguousarray(x).view(np.uint64).reshape(-1, 4)
-    out = _hash_halves(words[:, :2].copy(), (words[:, 2:],), start, session, w).view(np.uint8)
+    out = _hash_halves(words[:, :2].copy(), (words[:, 2:],), start, session, w, block)
+    out = out.view(np.uint8)
     return out if x.ndim == 2 else out.reshape(x.shape[0], w, BLOCK)
 
 
@@ -244,6 +257,9 @@ class KK13Sender:
     Build it with :meth:`setup` (while the peer builds a :class:`KK13Receiver`); every
     call must be matched by the receiver's with the same number of OTs, in order.
     """
+
+    #: The first of the hash's two tweak block numbers (SoftSpoken's subclass: its own).
+    tweak_block = TWEAK_BLOCK
 
     def __init__(
         self,
@@ -328,7 +344,9 @@ class KK13Sender:
     def _keys(self, q: np.ndarray, start: int, length: int) -> np.ndarray:
         """The 16 keys ``H(j, q_j XOR (C(v) AND s))`` of every row: ``(n, 16, length)``."""
         n = len(q)
-        fast = compiled_keys(q, self._mask_rows, start, self._session, length)
+        fast = compiled_keys(
+            q, self._mask_rows, start, self._session, length, block=self.tweak_block
+        )
         if fast is not None:
             return fast
         halves = np.ascontiguousarray(q).view("V16")  # (n, 2): the two 128-bit halves
@@ -339,7 +357,7 @@ class KK13Sender:
             x0 = _repeat_blocks(halves[o : o + b, 0], CHOICES)
             x0 ^= self._masks[0][:rows]
             x1 = (_repeat_blocks(halves[o : o + b, 1], CHOICES), self._masks[1][:rows])
-            keys = _hash_halves(x0, x1, start + o, self._session, CHOICES)
+            keys = _hash_halves(x0, x1, start + o, self._session, CHOICES, self.tweak_block)
             out[o : o + b] = keys.view(np.uint8).reshape(b, CHOICES, BLOCK)[..., :length]
         return out
 
@@ -370,6 +388,9 @@ def _check_key_length(length: int) -> int:
 
 class KK13Receiver:
     """The extension receiver's side of a KK13 session with ``peer``."""
+
+    #: The first of the hash's two tweak block numbers (SoftSpoken's subclass: its own).
+    tweak_block = TWEAK_BLOCK
 
     def __init__(
         self,
@@ -461,12 +482,16 @@ class KK13Receiver:
         length = _check_key_length(length)
         for o, n in _spans(len(r), self.chunk):
             start, t = self._t_rows(r[o : o + n])
-            fast = compiled_keys(t, _ZERO_MASK, start, self._session, length)
+            fast = compiled_keys(
+                t, _ZERO_MASK, start, self._session, length, block=self.tweak_block
+            )
             if fast is not None:
                 yield fast[:, 0]
                 continue
             words = t.view(np.uint64)  # (n, 4)
-            keys = _hash_halves(words[:, :2].copy(), (words[:, 2:],), start, self._session, 1)
+            keys = _hash_halves(
+                words[:, :2].copy(), (words[:, 2:],), start, self._session, 1, self.tweak_block
+            )
             yield keys.view(np.uint8)[:, :length]
 
     def random(self, choices: np.ndarray, *, length: int = BLOCK) -> np.ndarray:

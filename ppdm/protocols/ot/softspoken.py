@@ -18,11 +18,12 @@ twice in each 128-bit half. Two codewords differ in 8 positions of every 15, so 
 blocks (64 columns) of each half and 128 columns in all: the distance of KK13's code,
 split the same way between the two hashed halves.
 
-Protocol (``G`` = the fixed-key AES PRG below, ``H`` = :func:`~.kk13.kk13_hash`):
+Protocol (``G`` = the leaves' PRG below, ``H`` = :func:`~.kk13.kk13_hash` under SS16's
+own tweak blocks):
 
 1. *Setup, roles reversed.* For every block the extension receiver ``R`` draws a root
-   seed and expands a GGM tree of depth 4 to 16 leaf seeds ``k_{b,x}``; the extension
-   sender ``S`` draws ``Delta_b < 16`` and learns every leaf but ``k_{b, Delta_b}``: per
+   seed and expands a GGM tree of depth 4 (below) to 16 leaf seeds ``k_{b,x}``; the
+   extension sender ``S`` draws ``Delta_b < 16`` and learns every leaf but ``k_{b, Delta_b}``: per
    tree level one random 1-out-of-2 OT (240 in all; Chou-Orlandi, or 240 random IKNP
    OTs of an :class:`~ppdm.protocols.ot.extension.OTSession`) in which ``S`` chooses the
    side off its path, and ``R`` sends the XOR of that level's left and of its right
@@ -36,14 +37,24 @@ Protocol (``G`` = the fixed-key AES PRG below, ``H`` = :func:`~.kk13.kk13_hash`)
    coefficient 0) and ``q = W XOR Delta_{b,l} c_b = t XOR C(r) Delta``: KK13's
    correlation with ``s = Delta`` (240 uniform bits, 0 in the dead columns).
 3. *Outputs.* As KK13: ``S`` gets ``H(j, q_j XOR (C(v) AND s))`` for the 16 ``v``,
-   ``R`` gets ``H(j, t_j)``.
+   ``R`` gets ``H(j, t_j)``, with the tweak block numbers :data:`TWEAK_BLOCK_SS16` and
+   ``+ 1`` (KK13's are :data:`~.kk13.TWEAK_BLOCK` and ``+ 1``): the two protocols never
+   hash under the same tweak, whatever their session tags.
 
-PRG: ``G(k)[c] = AES_K(k XOR c) XOR k XOR c`` on counter blocks ``c`` (two little-endian
-words: the position in the stream and a domain, 1 for the GGM tree, 0 for the streams)
-under a fixed public key ``K`` of its own (not the hash's): one AES pass for all 960
-seeds of a chunk (the compiled ``_bits.ss_planes`` with AES-NI, or numpy and OpenSSL's
-ECB, the same bytes). Fixed-key AES modelled as a random permutation, as for the hash
-(:mod:`~ppdm.protocols.ot.crhash`) and the GGM trees of emp-ot's Ferret.
+PRGs (as libOTe's SoftSpoken): the GGM tree expands a node ``k`` to its children
+``(pi_L(k) XOR k, pi_R(k) XOR k)``, ``pi_L`` and ``pi_R`` AES-128 under two fixed public
+keys of their own (:data:`TREE_KEYS`, not the hash's), modelled as random permutations,
+as in the GGM trees of emp-ot's Ferret and libOTe's PPRF (60 trees of 15 inner nodes:
+an attacker's fixed-key query hits one of under 2^10 secret nodes). Each leaf's stream
+is AES-128 in counter mode *keyed by the leaf* (:func:`prg`: 128-bit big-endian counter
+blocks from 0, OpenSSL's CTR, as :class:`~ppdm.protocols.ot.crhash.AESCTRStream`), so
+the streams rest on AES's multi-key security over the session's 960 leaf keys, not on
+one fixed-key permutation at every (leaf, counter) point, where each of ``q`` queries
+could hit any of ``L`` counters of ``T`` seeds (``q L T / 2^128``: short of 112 bits
+here); tree and streams are different functions, not one function on offset inputs.
+The leaves' key schedules are computed once per session (:func:`schedules`: 960 x 176
+bytes a direction) for the compiled ``_bits.ss_columns`` (VAES, or AES-NI); without it,
+OpenSSL's AES-CTR keyed by each leaf gives the same bytes.
 
 Security (semi-honest, two parties)
 -----------------------------------
@@ -61,8 +72,9 @@ Security (semi-honest, two parties)
 
 Cost per OT after the setup: 7.5 bytes ``R -> S`` (``c``: 60 bits; KK13: 30 bytes), one
 message per chunk, one-way. PRG: 16 AES blocks per block and 128 OTs at ``R`` (7.5 per
-OT), 15 at ``S``; hashing as KK13 (16 keys of 4 AES calls at ``S``, 4 at ``R``). Setup:
-240 random OTs and ``60 x 4 x 32`` bytes (7.5 KiB) ``R -> S``, two nonces.
+OT), 15 at ``S``, each under its leaf's key; hashing as KK13 (16 keys of 4 AES calls at
+``S``, 4 at ``R``). Chunks are whole PRG blocks (128 OTs). Setup: 240 random OTs and
+``60 x 4 x 32`` bytes (7.5 KiB) ``R -> S``, two nonces.
 """
 
 from __future__ import annotations
@@ -74,6 +86,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from ppdm.errors import ProtocolError
 from ppdm.parties.network import Network
@@ -93,6 +106,7 @@ from ppdm.protocols.ot.kk13 import (
     STEP_SESSION,
     STEP_SESSION_REPLY,
     STEP_U,
+    TWEAK_BLOCK,
     KK13Receiver,
     KK13Sender,
     compiled_keys,
@@ -101,12 +115,16 @@ from ppdm.protocols.ot.kk13 import (
 __all__ = [
     "BASE_OTS",
     "BLOCKS",
+    "TREE_KEYS",
+    "TWEAK_BLOCK_SS16",
+    "LeafKeys",
     "SS16Pair",
     "SS16Receiver",
     "SS16Sender",
     "codewords",
     "correlated_both",
     "prg",
+    "schedules",
 ]
 
 #: Blocks of four columns (one bit of ``c`` per block and OT: 7.5 bytes an OT).
@@ -116,10 +134,18 @@ LEAVES = 16
 DEPTH = 4
 #: Base OTs of the set-up: one per block and tree level.
 BASE_OTS = BLOCKS * DEPTH
-#: The PRG's fixed public AES key (nothing-up-my-sleeve; not the hash's key).
-PRG_KEY = hashlib.sha256(b"ppdm/ot/softspoken/prg-fixed-key").digest()[:BLOCK]
+#: The GGM tree's fixed public AES keys of the left and the right children
+#: (nothing-up-my-sleeve; not the hash's key).
+TREE_KEYS = tuple(
+    hashlib.sha256(b"ppdm/ot/softspoken/ggm-" + side).digest()[:BLOCK]
+    for side in (b"left", b"right")
+)
+#: The first of SS16's two tweak block numbers of the hash (KK13 uses ``TWEAK_BLOCK``
+#: and ``+ 1``): its hash inputs never share a tweak with KK13's.
+TWEAK_BLOCK_SS16 = TWEAK_BLOCK + 2
+_ROUNDS = 11  # round keys of one AES-128 key schedule
+_OTS_PER_BLOCK = 8 * BLOCK  # OTs per PRG block of a column
 STEP_GGM = "ggm"
-_TREE = 1  # PRG domain of the GGM tree's expansions (the streams use 0)
 
 #: Code position ``p_b`` and the four columns of every block (module docstring).
 _POSITION = np.arange(BLOCKS) % 15 + 1
@@ -156,23 +182,62 @@ def codewords() -> np.ndarray:
     return out
 
 
-def prg(seeds: np.ndarray, start: int, blocks: int, domain: int = 0) -> np.ndarray:
-    """``G(k)[c]`` for counters ``start .. start + blocks - 1`` of every 16-byte seed
-    (``(..., 16)`` uint8): ``(..., 16 * blocks)`` uint8."""
-    s = np.ascontiguousarray(seeds).view(np.uint64).reshape(-1, 1, 2)
-    ctr = np.empty((blocks, 2), dtype=np.uint64)
-    ctr[:, 0] = np.arange(start, start + blocks, dtype=np.uint64)
-    ctr[:, 1] = domain
-    x = (s ^ ctr[None]).reshape(-1, 2)
-    y = aes_permute(x.view(np.uint8).reshape(-1, BLOCK), key=PRG_KEY).view(np.uint64)
-    y = y.reshape(-1, 2)
-    y ^= x
-    return y.view(np.uint8).reshape(*seeds.shape[:-1], BLOCK * blocks)
+def prg(seeds: np.ndarray, start: int, blocks: int, *, ecb: list[Any] | None = None) -> np.ndarray:
+    """The leaves' PRG: blocks ``start .. start + blocks - 1`` of AES-128-CTR keyed by
+    every 16-byte seed (``(..., 16)`` uint8; 128-bit big-endian counter blocks, OpenSSL's
+    CTR): ``(..., 16 * blocks)`` uint8. ``ecb``: OpenSSL ECB encryptors of the seeds, one
+    per seed in order (:meth:`LeafKeys.ecb`), made here when not given."""
+    flat = np.ascontiguousarray(seeds, dtype=np.uint8).reshape(-1, BLOCK)
+    if ecb is None:
+        ecb = [Cipher(algorithms.AES(k.tobytes()), modes.ECB()).encryptor() for k in flat]
+    ctr = np.zeros((blocks, 2), dtype=">u8")  # counter blocks: 128-bit big-endian
+    ctr[:, 1] = np.arange(start, start + blocks, dtype=np.uint64)
+    x = ctr.view(np.uint8).reshape(-1)
+    nbytes = BLOCK * blocks
+    out = np.empty((len(flat), nbytes + BLOCK), dtype=np.uint8)  # update_into's slack
+    for i, enc in enumerate(ecb):
+        enc.update_into(x, out[i])
+    return out[:, :nbytes].reshape(*np.shape(seeds)[:-1], nbytes)
 
 
-def _planes_numpy(leaves: np.ndarray, start: int, blocks: int, punctured: bool) -> np.ndarray:
-    g = prg(leaves, start, blocks).view(np.uint64)  # (nb, 16, words)
-    out = np.zeros((len(leaves), 5, 2 * blocks), dtype=np.uint64)
+def schedules(leaves: np.ndarray) -> np.ndarray | None:
+    """The AES-128 key schedules of the ``(nb, 16, 16)`` leaves for the compiled kernel,
+    round by round within a block: ``(nb, 11, 16, 16)`` uint8 (round ``r`` of leaf ``x``
+    at ``[b, r, x]``; 2.75 KiB a block), or ``None`` when it is not built or the CPU has
+    no AES instructions."""
+    ext = _bitsmod._bits
+    if ext is None or not hasattr(ext, "aes_schedules"):
+        return None
+    keys = np.ascontiguousarray(leaves, dtype=np.uint8)
+    if keys.ndim != 3 or keys.shape[1:] != (LEAVES, BLOCK):
+        raise ValueError(f"leaves must be (blocks, {LEAVES}, {BLOCK}) uint8")
+    out = np.empty((len(keys), LEAVES, _ROUNDS, BLOCK), dtype=np.uint8)
+    if not ext.aes_schedules(keys, len(keys) * LEAVES, out):
+        return None
+    return np.ascontiguousarray(out.transpose(0, 2, 1, 3))
+
+
+class LeafKeys:
+    """A session's leaves as AES-128 keys, prepared once: their key schedules for the
+    compiled kernel (:func:`schedules`; ``None`` without it) and, only when that is
+    missing, OpenSSL ECB encryptors (:meth:`ecb`)."""
+
+    def __init__(self, leaves: np.ndarray) -> None:
+        self.leaves = np.ascontiguousarray(leaves, dtype=np.uint8)
+        self.schedules = schedules(self.leaves)
+        self._ecb: list[Any] | None = None
+
+    def ecb(self) -> list[Any]:
+        """One ECB encryptor per leaf (leaf order), made on first use."""
+        if self._ecb is None:
+            keys = self.leaves.reshape(-1, BLOCK)
+            self._ecb = [Cipher(algorithms.AES(k.tobytes()), modes.ECB()).encryptor() for k in keys]
+        return self._ecb
+
+
+def _planes_numpy(keys: LeafKeys, start: int, blocks: int, punctured: bool) -> np.ndarray:
+    g = prg(keys.leaves, start, blocks, ecb=keys.ecb()).view(np.uint64)  # (nb, 16, words)
+    out = np.zeros((len(keys.leaves), 5, 2 * blocks), dtype=np.uint64)
     if punctured:
         g[:, 0] = 0
     # Butterfly: after level l the rows are the XORs over the low l + 1 bits of x, and
@@ -195,25 +260,28 @@ def columns(
     u: np.ndarray | None = None,
     corr: np.ndarray | None = None,
     dmask: np.ndarray | None = None,
+    keys: LeafKeys | None = None,
 ) -> None:
     """Expand the ``(nb, 16, 16)`` leaf seeds by ``blocks`` PRG blocks (counters from
-    ``start``) and fold them (module docstring): plane ``l`` of block ``b`` (the XOR of
-    the streams of the leaves ``x`` with bit ``l`` set) into row ``rows[4 b + l]`` of
-    ``out`` (uint8 rows of ``16 blocks`` bytes), XORed with row ``b`` of ``corr`` where
-    bit ``l`` of ``dmask[b]`` is set; ``u`` (``(nb, 16 blocks)``), when given, gets the
-    XOR of all 16 streams. Without ``u`` leaf 0 is the unknown (punctured) one and is
-    left out. Compiled (``_bits.ss_columns``, AES-NI) or numpy: the same bytes."""
+    ``start``, :func:`prg`) and fold them (module docstring): plane ``l`` of block ``b``
+    (the XOR of the streams of the leaves ``x`` with bit ``l`` set) into row ``rows[4 b
+    + l]`` of ``out`` (uint8 rows of ``16 blocks`` bytes), XORed with row ``b`` of
+    ``corr`` where bit ``l`` of ``dmask[b]`` is set; ``u`` (``(nb, 16 blocks)``), when
+    given, gets the XOR of all 16 streams. Without ``u`` leaf 0 is the unknown
+    (punctured) one and is left out. ``keys``: the session's :class:`LeafKeys` of these
+    leaves, made here when not given. Compiled (``_bits.ss_columns``, VAES or AES-NI) or
+    OpenSSL's AES: the same bytes."""
     nb = len(leaves)
-    seeds = np.ascontiguousarray(leaves)
+    keys = LeafKeys(leaves) if keys is None else keys
     dm = np.zeros(nb, dtype=np.uint8) if dmask is None else np.ascontiguousarray(dmask, np.uint8)
     ext = _bitsmod._bits
-    if ext is not None and hasattr(ext, "ss_columns"):
+    if ext is not None and hasattr(ext, "aes_schedules") and keys.schedules is not None:
         empty = np.zeros(0, dtype=np.uint8)
-        args = (seeds, PRG_KEY, nb, start, blocks, u is None, rows.astype(np.int32))
+        args = (keys.schedules, nb, start, blocks, u is None, rows.astype(np.int32))
         extra = (empty if corr is None else corr, dm, out, empty if u is None else u)
         if ext.ss_columns(*args, *extra):
             return
-    p = _planes_numpy(seeds, start, blocks, u is None)
+    p = _planes_numpy(keys, start, blocks, u is None)
     w = p[:, 1:]
     if corr is not None:
         bit = ((dm[:, None] >> np.arange(4)) & 1).astype(bool)
@@ -240,12 +308,26 @@ def planes(leaves: np.ndarray, start: int, blocks: int, *, punctured: bool) -> n
 
 def _pad(n: int) -> int:
     """OTs of a chunk rounded up to whole PRG blocks (128 OTs: one AES block a column)."""
-    return -(-n // 128) * 128
+    return -(-n // _OTS_PER_BLOCK) * _OTS_PER_BLOCK
+
+
+def _check_ss_chunk(chunk: int) -> int:
+    """A chunk size rounded down to whole PRG blocks (128 OTs), so that only a call's
+    last chunk is padded (``check_chunk`` aligns to the transpose's 64)."""
+    chunk = _check_chunk(chunk)
+    if chunk < _OTS_PER_BLOCK:
+        raise ValueError(f"chunk must be at least {_OTS_PER_BLOCK} OTs")
+    return chunk - chunk % _OTS_PER_BLOCK
 
 
 def _expand(nodes: np.ndarray) -> np.ndarray:
-    """GGM expansion: ``(B, w, 16)`` nodes -> ``(B, 2 w, 16)`` children (left, right)."""
-    return prg(nodes, 0, 2, _TREE).reshape(nodes.shape[0], 2 * nodes.shape[1], BLOCK)
+    """GGM expansion: ``(B, w, 16)`` nodes ``k`` -> ``(B, 2 w, 16)`` children
+    ``pi_L(k) XOR k``, ``pi_R(k) XOR k`` (left, right; :data:`TREE_KEYS`)."""
+    x = np.ascontiguousarray(nodes).reshape(-1, BLOCK)
+    out = np.empty((len(x), 2, BLOCK), dtype=np.uint8)
+    for side, key in enumerate(TREE_KEYS):
+        np.bitwise_xor(aes_permute(x, key=key), x, out=out[:, side])
+    return out.reshape(nodes.shape[0], 2 * nodes.shape[1], BLOCK)
 
 
 def _check_bytes(got: object, peer: str, step: str, shape: tuple[int, ...]) -> np.ndarray:
@@ -262,7 +344,10 @@ def _nonce(got: bytes, peer: str, step: str) -> bytes:
 
 class SS16Sender(KK13Sender):
     """The extension sender's side of a SoftSpoken 1-out-of-16 session with ``peer``
-    (KK13's keys and methods, :class:`~ppdm.protocols.ot.kk13.KK13Sender`)."""
+    (KK13's keys and methods, :class:`~ppdm.protocols.ot.kk13.KK13Sender`, under SS16's
+    own tweak blocks)."""
+
+    tweak_block = TWEAK_BLOCK_SS16
 
     def __init__(
         self,
@@ -276,7 +361,7 @@ class SS16Sender(KK13Sender):
     ) -> None:
         self.net = net
         self.peer = peer
-        self.chunk = _check_chunk(chunk)
+        self.chunk = _check_ss_chunk(chunk)
         self._delta = delta  # (BLOCKS,) below 16
         s_bits = np.zeros(CODE_BITS, dtype=np.uint8)
         s_bits[_FLAT_COLUMNS] = ((delta[:, None] >> np.arange(4)) & 1).reshape(-1)
@@ -287,6 +372,7 @@ class SS16Sender(KK13Sender):
         # Row y of block b is the leaf x = y XOR Delta_b (row 0, the unknown leaf, zero).
         rows = np.arange(LEAVES)[None, :] ^ delta[:, None]
         self._leaves = np.ascontiguousarray(leaves[np.arange(BLOCKS)[:, None], rows])
+        self._leaf_keys = LeafKeys(self._leaves)  # key schedules: once a session
         self._dm = np.ascontiguousarray(delta, dtype=np.uint8)  # bit l: Delta_{b,l}
         self._session = session
         self._index = 0
@@ -358,8 +444,18 @@ class SS16Sender(KK13Sender):
             )
         g = np.zeros((CODE_BITS, nbytes), dtype=np.uint8)
         c = np.ascontiguousarray(c)
-        columns(self._leaves, self._pos, nbytes // BLOCK, g, _FLAT_COLUMNS, corr=c, dmask=self._dm)
-        self._pos += nbytes // BLOCK
+        blocks = nbytes // BLOCK
+        columns(
+            self._leaves,
+            self._pos,
+            blocks,
+            g,
+            _FLAT_COLUMNS,
+            corr=c,
+            dmask=self._dm,
+            keys=self._leaf_keys,
+        )
+        self._pos += blocks
         start = self._index
         self._index += padded
         return start, transpose_bits(g)[:n]
@@ -367,15 +463,19 @@ class SS16Sender(KK13Sender):
 
 class SS16Receiver(KK13Receiver):
     """The extension receiver's side of a SoftSpoken 1-out-of-16 session with ``peer``
-    (KK13's methods, :class:`~ppdm.protocols.ot.kk13.KK13Receiver`)."""
+    (KK13's methods, :class:`~ppdm.protocols.ot.kk13.KK13Receiver`, under SS16's own
+    tweak blocks)."""
+
+    tweak_block = TWEAK_BLOCK_SS16
 
     def __init__(
         self, net: Network, peer: str, leaves: np.ndarray, session: int, *, chunk: int
     ) -> None:
         self.net = net
         self.peer = peer
-        self.chunk = _check_chunk(chunk)
+        self.chunk = _check_ss_chunk(chunk)
         self._leaves = np.ascontiguousarray(leaves)  # (BLOCKS, 16, 16)
+        self._leaf_keys = LeafKeys(self._leaves)  # key schedules: once a session
         self._session = session
         self._index = 0
         self._pos = 0
@@ -431,7 +531,9 @@ class SS16Receiver(KK13Receiver):
             d[a] = d[a ^ low] ^ packed[low.bit_length() - 1]
         u = np.empty((BLOCKS, nbytes), dtype=np.uint8)
         t = np.zeros((CODE_BITS, nbytes), dtype=np.uint8)
-        columns(self._leaves, self._pos, nbytes // BLOCK, t, _FLAT_COLUMNS, u=u)
+        columns(
+            self._leaves, self._pos, nbytes // BLOCK, t, _FLAT_COLUMNS, u=u, keys=self._leaf_keys
+        )
         self._pos += nbytes // BLOCK
         u ^= d[_POSITION]
         self.net.send(self.peer, STEP_U, u)
@@ -515,10 +617,15 @@ def _split(raw: np.ndarray, layout: list[Lane]) -> list[np.ndarray]:
     ]
 
 
-def _join(lanes: list[np.ndarray]) -> np.ndarray:
+def _join(lanes: list[np.ndarray], layout: list[Lane]) -> np.ndarray:
+    """One array per lane -> ``(m, bytes)`` uint8 (explicit widths: ``m`` may be 0)."""
     m = len(lanes[0])
     return np.concatenate(
-        [np.ascontiguousarray(a).reshape(m, -1).view(np.uint8) for a in lanes], axis=1
+        [
+            np.ascontiguousarray(a).view(np.uint8).reshape(m, nb)
+            for a, (_, _, _, nb) in zip(lanes, layout, strict=True)
+        ],
+        axis=1,
     )
 
 
@@ -535,14 +642,15 @@ def _sender_correlated(
     for o in range(0, m, sender.chunk):
         n = min(sender.chunk, m - o)
         start, q = sender._q_rows(n)
-        keys = compiled_keys(q, sender._mask_rows[_PAIR], start, sender._session, nbytes)
+        masks = sender._mask_rows[_PAIR]
+        keys = compiled_keys(q, masks, start, sender._session, nbytes, block=sender.tweak_block)
         if keys is None:
             keys = sender._keys(q, start, nbytes)[:, :2]
         k0, k1 = _split(keys[:, 0], layout), _split(keys[:, 1], layout)
         for i, a in enumerate(delta):
             x0[i][o : o + n] = k0[i]
             d[i][o : o + n] = k0[i] + a[o : o + n] - k1[i]
-    sender.net.send(sender.peer, STEP_COT, _join(d))
+    sender.net.send(sender.peer, STEP_COT, _join(d, layout))
     return x0
 
 
@@ -580,6 +688,9 @@ def correlated_both(
     c = np.asarray(choices)
     if c.shape != (len(lanes[0]),) or (c.size and (int(c.min()) < 0 or int(c.max()) > 1)):
         raise ValueError("choices must be one bit per OT")
+    if not len(c):  # nothing to send either way (no set-up either)
+        x0, got = [a.copy() for a in lanes], [a.copy() for a in lanes]
+        return (tuple(x0), tuple(got)) if isinstance(delta, tuple) else (x0[0], got[0])
     pair: SS16Pair = session.ot16
     pair.setup_both()
     keys = pair.receiver.random(c, length=nbytes)  # sends u
