@@ -415,3 +415,26 @@ def test_compiled_wrappers_refuse_overflowing_sizes():
         "aes_schedules": "OverflowError",
         "rows_int64": "ValueError",
     }
+
+
+def test_every_session_draws_a_fresh_delta_and_fresh_trees():
+    """What one session's secrets tell about the next: nothing. A receiver that learned
+    (or guessed) the sender's ``Delta`` once could compute every unchosen key of a later
+    session if ``Delta`` repeated; a sender that saw one session's GGM roots could unmask
+    every later ``c`` if the roots repeated. Two sessions between the same parties must
+    share neither (60 blocks of 4 bits, 960 leaves of 128 bits: a repeat by chance has
+    probability 2^-240)."""
+
+    def party(net, _):
+        if net.me == "alice":
+            s = SS16Sender.setup(net, "bob")
+            return s._delta.copy()
+        r = SS16Receiver.setup(net, "alice")
+        return r._leaves.copy()
+
+    one = simulate(party, {"alice": None, "bob": None}, timeout=60).results
+    two = simulate(party, {"alice": None, "bob": None}, timeout=60).results
+    assert not np.array_equal(one["alice"], two["alice"])
+    # no leaf of the second session's trees equals any leaf of the first's
+    first = {bytes(x) for x in one["bob"].reshape(-1, 16)}
+    assert not any(bytes(x) in first for x in two["bob"].reshape(-1, 16))
