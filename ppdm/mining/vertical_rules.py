@@ -101,6 +101,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from itertools import groupby
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -109,7 +110,6 @@ from ppdm.errors import ConfigError, ProtocolError
 from ppdm.mining.assoc_common import AssocResult, native_label
 from ppdm.mining.itemsets import (
     TransactionDB,
-    apriori_gen,
     as_transaction_db,
     min_count,
     support_counts,
@@ -225,14 +225,8 @@ def vertical_association_rules(
         raise ValueError(f"unknown multiparty protocol {multiparty!r}")
     if protect not in PROTECT_MODES:
         raise ValueError(f"unknown protect mode {protect!r}: dp or exact")
-    if isinstance(min_aggregate, bool) or not isinstance(min_aggregate, int) or min_aggregate < 0:
-        raise ValueError("min_aggregate must be a non-negative integer")
-    if (
-        isinstance(max_shared_candidates, bool)
-        or not isinstance(max_shared_candidates, int)
-        or max_shared_candidates < 1
-    ):
-        raise ValueError("max_shared_candidates must be a positive integer")
+    _check_count(min_aggregate, "min_aggregate", 0)
+    _check_count(max_shared_candidates, "max_shared_candidates", 1)
     scale: Fraction | None = None
     if protect == "dp":
         from ppdm.protocols.gmw import as_fraction
@@ -240,12 +234,7 @@ def vertical_association_rules(
         if not isinstance(epsilon, int | float) or not np.isfinite(epsilon) or epsilon <= 0:
             raise ValueError("epsilon must be a positive finite number")
         scale = Fraction(max_shared_candidates) / as_fraction(epsilon)
-    if (
-        isinstance(max_paillier_encryptions, bool)
-        or not isinstance(max_paillier_encryptions, int)
-        or max_paillier_encryptions < 0
-    ):
-        raise ValueError("max_paillier_encryptions must be a non-negative integer")
+    _check_count(max_paillier_encryptions, "max_paillier_encryptions", 0)
     min_count(min_support, 1)
     if multiparty == "intersection" and len(net.parties) > 2:
         raise ValueError(
@@ -274,13 +263,14 @@ def vertical_association_rules(
     own_items = [native_label(x) for x in db.items]
     schema = _exchange_schema(net, own_items)
     owner = {item: p for p in net.parties for item in schema[p]}
+    bit = {x: 1 << i for i, p in enumerate(net.parties) for x in schema[p]}
     threshold = max(min_count(min_support, n), min_aggregate)
     guard = _Protection(protect, threshold, scale, max_shared_candidates)
     prog = progress_or_null(progress)
     sessions: dict[tuple[str, ...], Any] = {}
     counts: dict[frozenset, int] = {}
     levels: list[dict[str, Any]] = []
-    prev: list[tuple] = []
+    prev: dict[tuple, int] = {}  # the last level's frequent itemsets and counts
     refused: int | None = None
     encryptions = 0  # Paillier encryptions of covers so far (method="paillier")
     k = 1
@@ -290,13 +280,16 @@ def vertical_association_rules(
         _advance_kept(sessions)
         if k == 1:
             candidates = sorted((x,) for p in net.parties for x in schema[p])
+            bound_of = dict.fromkeys(candidates, n)
         else:
-            candidates = apriori_gen(prev)
-        groups: dict[tuple[str, ...], list[tuple]] = {}
+            bound_of = _candidates(prev)
+            candidates = list(bound_of)
+        by_mask: dict[int, list[tuple]] = {}  # candidates by the bit mask of their owners
         for c in candidates:
-            held = {owner[x] for x in c}
-            owners = tuple(p for p in net.parties if p in held)
-            groups.setdefault(owners, []).append(c)
+            by_mask.setdefault(sum({bit[x] for x in c}), []).append(c)
+        groups = {
+            tuple(p for i, p in enumerate(net.parties) if m >> i & 1): g for m, g in by_mask.items()
+        }
         shared_cands = sum(len(c) for o, c in groups.items() if len(o) > 1)
         if guard.scale is not None and guard.used + shared_cands > guard.budget:
             refused = k  # opening these counts would exceed the privacy budget
@@ -326,39 +319,39 @@ def vertical_association_rules(
                 owner,
                 method,
                 sessions,
-                counts,
+                bound_of,
                 paillier_key_bits,
                 guard,
             )
             payload += cost
             level_counts.update(got)
-        large = sorted(level_counts)
-        for c in large:
-            counts[frozenset(c)] = level_counts[c]
+        prev = {c: level_counts[c] for c in sorted(level_counts)}
+        counts.update((frozenset(c), v) for c, v in prev.items())
+        per = shared_cands * n if method != "paillier" else 0
         levels.append(
             {
                 "k": k,
                 "candidates": len(candidates),
-                "frequent": len(large),
+                "frequent": len(prev),
                 "groups": {"+".join(o): len(c) for o, c in sorted(groups.items())},
                 "shared_candidates": shared_cands,
                 "payload_bytes": payload,
-                "bytes_per_candidate_transaction": (
-                    round(payload / (shared_cands * n), 4)
-                    if shared_cands and n and method != "paillier"
-                    else None
-                ),
+                "bytes_per_candidate_transaction": round(payload / per, 4) if per else None,
             }
         )
         prog.advance()
-        if not large:
+        if not prev:
             break
-        prev = large
         k += 1
     prog.finish()
     result = VerticalAssocResult.with_counts(n, min_support, min_confidence, counts, levels)
     result.protection = _protection_record(guard, min_aggregate, epsilon, refused)
     return result
+
+
+def _check_count(value: Any, name: str, least: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{name} must be a {'positive' if least else 'non-negative'} integer")
 
 
 def _protection_record(
@@ -399,7 +392,7 @@ def _count_group(
     owner: Mapping[Any, str],
     method: str,
     sessions: dict[tuple[str, ...], Any],
-    counts: Mapping[frozenset, int],
+    bound_of: Mapping[tuple, int],
     key_bits: int,
     guard: _Protection,
 ) -> tuple[dict[tuple, int], int]:
@@ -418,7 +411,7 @@ def _count_group(
     plan = None
     bounds = thresholds  # only shared candidates need their public bounds
     if shared:
-        bounds = np.array([_bound(c, counts, n) for c in cands], dtype=np.int64)
+        bounds = np.array([bound_of[c] for c in cands], dtype=np.int64)
         from ppdm.protocols.dot_product_ot import bit_widths
         from ppdm.protocols.gmw import noisy_width
 
@@ -575,13 +568,26 @@ def _shared_plan(
     return order, distinct, index, np.asarray(ring, dtype=np.int64)
 
 
-def _bound(candidate: tuple, counts: Mapping[frozenset, int], n: int) -> int:
-    """A public upper bound of a candidate's support: the smallest published count of
-    its subsets one item smaller (all frequent, by Apriori's pruning), else ``n``."""
-    if len(candidate) < 2:
-        return n
-    whole = frozenset(candidate)
-    return min(counts.get(whole - {x}, n) for x in candidate)
+def _candidates(prev: Mapping[tuple, int]) -> dict[tuple, int]:
+    """The next level's candidates (``apriori_gen`` of the frequent ``prev``, in its
+    order), each with a public bound of its support: the smallest count of its subsets
+    one item smaller (all frequent, by the pruning), found as it prunes."""
+    out: dict[tuple, int] = {}
+    level = sorted(prev)
+    for _, group in groupby(level, key=lambda t: t[:-1]):
+        g = list(group)
+        for i, a in enumerate(g):
+            for b in g[i + 1 :]:
+                c = a + b[-1:]
+                bound = min(prev[a], prev[b])
+                for j in range(len(c) - 2):
+                    got = prev.get(c[:j] + c[j + 1 :])
+                    if got is None:
+                        break
+                    bound = min(bound, got)
+                else:
+                    out[c] = bound
+    return out
 
 
 def _shared_counts(
@@ -598,7 +604,10 @@ def _shared_counts(
 
     order, distinct, index, ring = plan
     me = net.me
-    own = np.stack([db.cover(part) for part in distinct[me]]).astype(np.uint8)
+    cache = sessions.setdefault(("covers",), {})  # covers of parts one item shorter
+    for part in [p for p in cache if 1 < len(p) < max(map(len, distinct[me])) - 1]:
+        del cache[part]
+    own = np.stack([_cover(cache, db, part) for part in distinct[me]])
     kept = {p: _kept(root, sessions, me, p) for p in order if p != me}
     share, _ = multiparty_and_shares(
         net.scoped("gmw"),
@@ -611,6 +620,16 @@ def _shared_counts(
         labels=distinct,
     )
     return share
+
+
+def _cover(cache: dict[tuple, np.ndarray], db: TransactionDB, part: tuple) -> np.ndarray:
+    """This party's cover of ``part`` (0/1 ``uint8``): its prefix's AND its last item's,
+    each from ``cache`` where it was made before (at this level or the last one)."""
+    if part not in cache and len(part) == 1:
+        cache[part] = db.cover(part).view(np.uint8)
+    elif part not in cache:
+        cache[part] = _cover(cache, db, part[:-1]) & _cover(cache, db, part[-1:])
+    return cache[part]
 
 
 def _kept(root: Network, sessions: dict[tuple[str, ...], Any], a: str, b: str) -> Any:

@@ -11,7 +11,12 @@ formats of corrections: the parts of
   :mod:`ppdm.protocols.ot.crhash` (the same outputs as its ``tccr_expand`` of the row,
   from any output block on): one hash layer per pad, as IKNP derives its own outputs;
 - :func:`planes` sends corrections as bit planes (the receiver ANDs them with its
-  choice bits and counts); :func:`pack_uint` packs values to ``width`` bits each.
+  choice bits and counts); :func:`pack_uint` packs values to ``width`` bits each;
+- :func:`segments` groups consecutive receiver columns of a call whose corrections go
+  in one message, and :func:`segment_corrections` / :func:`segment_sums` do a segment's
+  arithmetic at the sender and the receiver on the pads of all its columns at once
+  (:func:`stacked_pads`): the same bytes as column by column, in fewer numpy calls and
+  messages.
 """
 
 from __future__ import annotations
@@ -48,6 +53,11 @@ __all__ = [
     "planes",
     "planes_size",
     "schedule",
+    "segment_corrections",
+    "segment_sums",
+    "segments",
+    "stacked_pads",
+    "unit_sums",
     "unpack_uint",
     "unplanes",
 ]
@@ -59,6 +69,8 @@ KEEP_OTS = 1 << 21
 #: block field of the TCCR tweak, :func:`~ppdm.protocols.ot.crhash.make_tweaks`): the
 #: range of IKNP's own outputs, below KK13's tweak blocks.
 _MAX_BLOCKS = TWEAK_BLOCK
+#: Pad bytes (output blocks x positions x 16) of the columns of one :class:`Segment`.
+SEGMENT_BYTES = 1 << 20
 
 
 @dataclass
@@ -381,32 +393,52 @@ def pads(
     pi(x)`` with the tweak ``t`` of OT index ``i`` (``index``, one per row), session field
     ``s`` and output block ``b``, for ``blocks`` output blocks from block ``block`` on (the
     blocks before it went to earlier products of a kept column)."""
-    rows = len(keys)
-    if (
-        not 0 <= session < (1 << SESSION_BITS)
-        or not 0 <= block <= _MAX_BLOCKS - blocks
-        or len(index) != rows
-    ):
-        raise ValueError("pad tweak out of range")
-    lanes = np.ascontiguousarray(keys).view("<u8").reshape(rows, 2)
-    tweak = np.empty((rows, 2), dtype="<u8")  # the tweak of block b, XOR pi(x)
-    tweak[:, 0] = index
-    tweak[:, 1] = np.uint64((session << BLOCK_BITS) | block)
-    tweak ^= lanes
+    y = stacked_pads([keys], [index], [session], [blocks], dtype, [block])
     if blocks == 1:
-        y = _permute(tweak.view(np.uint8))
-        y.view("<u8")[...] ^= lanes
-        return y.view(dtype).reshape(rows, -1)
-    # Block by block: every array is one 16-byte row per key (numpy is slow on narrow
-    # strided axes); the blocks are then put side by side as 16-byte cells.
-    out = np.empty((rows, blocks), dtype=np.complex128)
-    for b in range(blocks):
-        if b:
-            tweak[:, 1] ^= np.uint64((block + b) ^ (block + b - 1))
-        y = _permute(tweak.view(np.uint8))
-        y.view("<u8")[...] ^= lanes
-        out[:, b] = y.view(np.complex128)[:, 0]
-    return out.view(dtype).reshape(rows, -1)
+        return y[0]
+    return np.ascontiguousarray(y.transpose(1, 0, 2)).reshape(len(keys), -1)
+
+
+def stacked_pads(
+    keys: Sequence[np.ndarray],
+    index: Sequence[np.ndarray],
+    session: Sequence[int],
+    blocks: Sequence[int],
+    dtype: np.dtype,
+    block: Sequence[int],
+) -> np.ndarray:
+    """:func:`pads` of several columns (``keys[j]``, ``index[j]``, ... of column ``j``,
+    the same number of rows each) in one AES call, block-major: ``(sum(blocks), rows,
+    16 / itemsize)``, unit ``u`` holding output block ``block[j] + t`` of column ``j`` (its
+    ``t``-th unit), so column ``j``'s :func:`pads` are its units side by side."""
+    m = len(keys)
+    rows = len(keys[0]) if m else 0
+    for j in range(m):
+        if (
+            len(keys[j]) != rows
+            or len(index[j]) != rows
+            or not 0 <= session[j] < (1 << SESSION_BITS)
+            or not 0 <= block[j] <= _MAX_BLOCKS - blocks[j]
+        ):
+            raise ValueError("pad tweak out of range")
+    count = np.asarray(blocks, dtype=np.int64).reshape(-1)
+    first = np.cumsum(count) - count
+    step = (np.arange(int(count.sum())) - np.repeat(first, count)).astype(np.uint64)
+    fields = np.repeat(np.asarray(session, dtype=np.uint64), count) << np.uint64(BLOCK_BITS)
+    fields |= np.repeat(np.asarray(block, dtype=np.uint64), count) + step
+    # the tweaks (OT index | session | output block), XOR pi(x); column by column (its
+    # rows stay where they are), one AES call for all
+    tweak = np.empty((len(fields), rows, 2), dtype="<u8")
+    tweak[:, :, 1] = fields[:, None]
+    lanes = [np.ascontiguousarray(k).view("<u8").reshape(rows, 2) for k in keys]
+    for j in range(m):
+        part = tweak[first[j] : first[j] + count[j]]
+        part[:, :, 0] = index[j]
+        part ^= lanes[j]
+    y = _permute(tweak.view(np.uint8).reshape(-1, BLOCK)).view("<u8").reshape(tweak.shape)
+    for j in range(m):
+        y[first[j] : first[j] + count[j]] ^= lanes[j]
+    return y.view(dtype).reshape(len(fields), rows, BLOCK // np.dtype(dtype).itemsize)
 
 
 def attach(members: list[Column], raw: RawRows, n: int) -> None:
@@ -449,3 +481,145 @@ def _permute(x: np.ndarray) -> np.ndarray:
     out = np.empty(x.size + BLOCK, dtype=np.uint8)
     done = enc.update_into(x.reshape(-1), out)
     return out[:done].reshape(x.shape)
+
+
+def unit_sums(a: np.ndarray) -> np.ndarray:
+    """Sums over the positions (axis 1) of ``(units, rows, lanes)`` pads, wrapping in
+    their dtype (uint64 out): 64 rows side by side per add, as :func:`column_sums`."""
+    units, rows, lanes = a.shape
+    cut = rows - rows % 64
+    part = a[:, :cut].reshape(units, -1, 64 * lanes).sum(axis=1, dtype=a.dtype)
+    total = part.reshape(units, 64, lanes).sum(axis=1, dtype=a.dtype)
+    return (total + a[:, cut:].sum(axis=1, dtype=a.dtype)).astype(np.uint64)
+
+
+class Segment(NamedTuple):
+    """Consecutive plan steps (receiver columns of one row chunk each) whose corrections
+    go in one message, their pads :func:`stacked_pads` units: step ``j`` takes
+    ``blocks[j]`` units, its ``t``-th product lane ``t % lanes`` of its unit ``t //
+    lanes``. Public: both parties derive it from the plan."""
+
+    members: range  # the plan steps
+    blocks: list[int]  # output blocks (units) of every member
+    products: np.ndarray  # the call's product indices, in wire order
+    unit: np.ndarray  # every product's unit
+    lane: np.ndarray  # every product's lane in its unit
+    widths: np.ndarray  # every product's ring bits
+    row_product: np.ndarray  # the product (its position here) of every wire row
+    row_unit: np.ndarray  # the unit of every wire row
+    row_bit: np.ndarray  # the bit of every wire row
+    starts: np.ndarray  # every product's first wire row
+    columns: list[int]  # every member's receiver column
+    member_rows: list[int]  # every member's first wire row, and the number of rows
+
+
+def segments(
+    plan: list, widths: np.ndarray, n: int, item: int, limit: int = SEGMENT_BYTES
+) -> list[Segment | int]:
+    """The plan's steps in :class:`Segment` s of at most ``limit`` pad bytes (or one step
+    if larger); a step whose corrections take several row chunks stays alone, as its
+    plan index (sent chunk by chunk)."""
+    out: list[Segment | int] = []
+    blocks = [-(-len(run) * item // BLOCK) for _, run, _, _ in plan]
+    i = 0
+    while i < len(plan):
+        if len(plan[i][3]) > 1:
+            out.append(i)
+            i += 1
+            continue
+        j, total = i + 1, blocks[i]
+        while j < len(plan) and len(plan[j][3]) == 1 and (total + blocks[j]) * n * BLOCK <= limit:
+            total += blocks[j]
+            j += 1
+        out.append(_segment(plan, widths, range(i, j), blocks, item))
+        i = j
+    return out
+
+
+def _segment(
+    plan: list, widths: np.ndarray, members: range, blocks: list[int], item: int
+) -> Segment:
+    per = BLOCK // item  # lanes per unit
+    runs = [np.asarray(plan[j][1], dtype=np.int64) for j in members]
+    first = np.cumsum([0] + [blocks[j] for j in members])[:-1]
+    products = np.concatenate(runs)
+    t = np.concatenate([np.arange(len(r)) for r in runs])
+    unit = np.repeat(first, [len(r) for r in runs]) + t // per
+    lane = t % per
+    wid = np.asarray(widths, dtype=np.int64)[products]
+    starts = np.cumsum(wid) - wid
+    bit = np.arange(int(wid.sum()), dtype=np.int64) - np.repeat(starts, wid)
+    rows = [0, *np.cumsum([int(widths[r].sum()) for r in runs]).tolist()]
+    return Segment(
+        members,
+        [blocks[j] for j in members],
+        products,
+        unit,
+        lane,
+        wid,
+        np.repeat(np.arange(len(products)), wid),
+        np.repeat(unit, wid),
+        bit,
+        starts,
+        [plan[j][0] for j in members],
+        rows,
+    )
+
+
+def segment_corrections(
+    a: np.ndarray, b: np.ndarray, values: np.ndarray, seg: Segment, n: int, *, bits: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """The sender's side of a segment: the corrections ``d = h0 - h1 + x`` of every
+    product and position as they go on the wire (every product's bit planes, in wire
+    order: :func:`planes`' format), and every product's sum of its ``h0`` pads (uint64,
+    modulo ``2^(8 * itemsize)``). ``a``, ``b``: the members' :func:`stacked_pads` of
+    ``q`` and ``q XOR s``; ``values`` the call's ``(m, n)`` values, 0/1 if ``bits`` (then
+    added to the bit planes of ``h0 - h1`` with a ripple carry, product by product,
+    instead of position by position)."""
+    units, _, lanes = a.shape
+    padded = -(-n // 64) * 64
+    used = -(-n // 8)
+    d = np.empty((units, padded, lanes), dtype=a.dtype)
+    d[:, n:] = 0  # the rows that fill the planes' last bytes
+    np.subtract(a, b, out=d[:, :n])
+    if not bits:
+        x = np.zeros((units * lanes, n), dtype=a.dtype)
+        x[seg.unit * lanes + seg.lane] = values[seg.products]
+        x = np.ascontiguousarray(x.reshape(units, lanes, n).transpose(0, 2, 1))
+        np.add(d[:, :n], x, out=d[:, :n], casting="unsafe")
+    planes = transpose_bits(d.view(np.uint8).reshape(units * padded, BLOCK))
+    planes = planes.reshape(lanes, 8 * a.dtype.itemsize, units, padded // 8)
+    if not bits:
+        wire = planes[seg.lane[seg.row_product], seg.row_bit, seg.row_unit, :used]
+        return wire.reshape(-1), unit_sums(a)[seg.unit, seg.lane]
+    width = seg.widths
+    g = planes[seg.lane, : int(width.max()), seg.unit, :used]  # (products, bits, bytes)
+    carry = np.packbits(values[seg.products], axis=1, bitorder="little")
+    for bit in range(g.shape[1]):  # + x, plane by plane with its carry
+        plane = g[:, bit]
+        nxt = plane & carry
+        plane ^= carry
+        carry = nxt
+    wire = g if bool((width == g.shape[1]).all()) else g[np.arange(g.shape[1]) < width[:, None]]
+    return wire.reshape(-1), unit_sums(a)[seg.unit, seg.lane]
+
+
+def segment_sums(
+    h: np.ndarray, wire: np.ndarray, choices: np.ndarray, seg: Segment, n: int
+) -> np.ndarray:
+    """The receiver's side of a segment: every product's sum over the positions of its
+    pad plus, where it chose 1, the correction (uint64, modulo ``2^(8 * itemsize)``).
+    ``h``: the members' :func:`stacked_pads`; ``wire`` the sender's message (the caller
+    checks that it holds ``len(seg.row_bit)`` planes); ``choices`` every receiver column's
+    choice bits packed (:func:`~ppdm.protocols.ot.bits.pack`), zero-padded to whole
+    64-bit words."""
+    used = -(-n // 8)
+    rows = wire.reshape(len(seg.row_bit), used)
+    picked = np.zeros((len(rows), choices.shape[1]), dtype=np.uint8)  # whole words
+    for j, c in enumerate(seg.columns):  # every wire row AND its column's choice bits
+        a, b = seg.member_rows[j], seg.member_rows[j + 1]
+        np.bitwise_and(rows[a:b], choices[c, :used], out=picked[a:b, :used])
+    ones = np.bitwise_count(picked.view(np.uint64)).sum(axis=1, dtype=np.uint64)
+    ones <<= seg.row_bit.astype(np.uint64)
+    own = np.add.reduceat(ones, seg.starts) if len(seg.starts) else ones[:0]
+    return unit_sums(h)[seg.unit, seg.lane] + own

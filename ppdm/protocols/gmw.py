@@ -285,7 +285,8 @@ def _batch(
 ) -> np.ndarray:
     t = len(owners)
     masks = (np.uint64(1) << widths.astype(np.uint64)) - np.uint64(1)
-    share: np.ndarray | None = v[idx[:, 0]] if pos == 0 else None
+    # the first owner's columns as bool: 0/1 values, added to the corrections as bits
+    share: np.ndarray | None = v[idx[:, 0]].view(np.bool_) if pos == 0 else None
     for j in range(1, t):
         last = j == t - 1
         chooser = owners[j]

@@ -149,18 +149,30 @@ def _kept_calls_with_pads(monkeypatch: pytest.MonkeyPatch) -> tuple[dict, dict, 
 
     pads: dict[str, list] = {"alice": [], "bob": []}
     raws: dict[str, list] = {"alice": [], "bob": []}
-    real_pads, real_attach = dpo._pads, column_ots.attach
+    real_pads, real_stacked, real_attach = dpo._pads, dpo._stacked_pads, column_ots.attach
     lock = threading.Lock()
+
+    def record(keys: Any, index: Any, session: int, block: int, blocks: int, out: Any) -> None:
+        dec = Cipher(algorithms.AES(FIXED_KEY), modes.ECB()).decryptor()
+        rows = np.frombuffer(dec.update(np.ascontiguousarray(keys).tobytes()), np.uint8)
+        with lock:
+            pads[threading.current_thread().name].append(
+                (rows.reshape(-1, 16), np.array(index), session, block, blocks, out.copy())
+            )
 
     def spy(keys: np.ndarray, index: np.ndarray, session: int, blocks: int, *rest: Any) -> Any:
         out = real_pads(keys, index, session, blocks, *rest)
-        dec = Cipher(algorithms.AES(FIXED_KEY), modes.ECB()).decryptor()
-        rows = np.frombuffer(dec.update(np.ascontiguousarray(keys).tobytes()), np.uint8)
-        block = rest[1] if len(rest) > 1 else 0
-        with lock:
-            pads[threading.current_thread().name].append(
-                (rows.reshape(-1, 16), index.copy(), session, block, blocks, out.copy())
-            )
+        record(keys, index, session, rest[1] if len(rest) > 1 else 0, blocks, out)
+        return out
+
+    def stacked_spy(keys: Any, index: Any, session: Any, blocks: Any, *rest: Any) -> Any:
+        # several columns' pads at once: each column's units side by side are its pads
+        out = real_stacked(keys, index, session, blocks, *rest)
+        unit = 0
+        for j, count in enumerate(blocks):
+            own = out[unit : unit + count].transpose(1, 0, 2).reshape(len(keys[j]), -1)
+            record(keys[j], index[j], session[j], rest[1][j], count, own)
+            unit += count
         return out
 
     def attach_spy(members: Any, raw: Any, n: int) -> None:
@@ -168,6 +180,7 @@ def _kept_calls_with_pads(monkeypatch: pytest.MonkeyPatch) -> tuple[dict, dict, 
         real_attach(members, raw, n)
 
     monkeypatch.setattr(dpo, "_pads", spy)
+    monkeypatch.setattr(dpo, "_stacked_pads", stacked_spy)
     monkeypatch.setattr(dpo, "attach", attach_spy)
     rng = np.random.default_rng(8)
     n = 640
@@ -346,10 +359,25 @@ def test_kept_columns_take_no_new_ots_and_fresh_pads(elementwise: bool) -> None:
         model = column_product_bytes(cols, widths, n, kept=ledger, labels=labels)
         assert model <= sent_a + sent_b <= model + 200 * 8
         assert model == column_product_bytes(cols, widths, n) - 16 * n * [0, 1, 1][c]
-    # Calls 2 and 3 both multiply values[1] (width 12) by column y, kept: the second
-    # column's corrections of each call (columns in sorted order).
-    second, third = sim.results["bob"][1][2], sim.results["bob"][2][2]
-    assert len(second[1]) == len(third[1]) and second[1] != third[1]
+    # Calls 2 and 3 both multiply values[1] (width 12) by column y, kept: column y's
+    # corrections in each call.
+    second = _column_corrections(sim.results["bob"][1][2], calls[1], widths, n, 2)
+    third = _column_corrections(sim.results["bob"][2][2], calls[2], widths, n, 2)
+    assert len(second) == len(third) == 12 * n // 8 and second != third
+
+
+def _column_corrections(
+    messages: list[bytes], cols: np.ndarray, widths: np.ndarray, n: int, column: int
+) -> bytes:
+    """The corrections of receiver column ``column`` in the messages of a call: every
+    product's bit planes in the order of the plan (by column, then width), whether the
+    columns travel in messages of their own or several to a message."""
+    data = b"".join(messages)
+    order = np.lexsort((np.arange(len(cols)), widths, cols))
+    sizes = widths[order] * -(-n // 8)
+    ends = np.cumsum(sizes)
+    mine = cols[order] == column
+    return data[int((ends - sizes)[mine][0]) : int(ends[mine][-1])]
 
 
 @settings(max_examples=12)
@@ -567,12 +595,16 @@ def zero_pads(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
     """Weaken the protocol: every pad derived from the OT keys becomes 0."""
 
     def weaken() -> None:
-        real = dpo._pads
+        real, real_stacked = dpo._pads, dpo._stacked_pads
 
         def zeros(keys: np.ndarray, *args: Any) -> np.ndarray:
             return np.zeros_like(real(keys, *args))
 
+        def stacked_zeros(keys: Any, *args: Any) -> np.ndarray:
+            return np.zeros_like(real_stacked(keys, *args))
+
         monkeypatch.setattr(dpo, "_pads", zeros)
+        monkeypatch.setattr(dpo, "_stacked_pads", stacked_zeros)
 
     return weaken
 
