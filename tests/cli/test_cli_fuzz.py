@@ -340,6 +340,12 @@ def _run(cases: list[list[str]], tmp: Path) -> list[dict]:
             "PYTHONPATH": str(REPO),
             "PATH": "/usr/bin:/bin",
             "PPDM_SHARED": str(REPO.parent / "shared"),
+            # one BLAS thread, as everywhere in the suite (tests/conftest.py): a second
+            # one only spins beside the other workers on two cores
+            "OPENBLAS_NUM_THREADS": "1",
+            "OMP_NUM_THREADS": "1",
+            # the DP commands' budgets in this run's folder, not the user's state
+            "PPDM_STATE_DIR": str(tmp / "state"),
         },
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

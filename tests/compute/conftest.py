@@ -54,7 +54,17 @@ def spark_engine(tier_unavailable, tmp_path_factory):
     from ppdm.compute import ComputeError, parse_compute_table
     from ppdm.errors import PublicError
 
-    bad = SparkEngine(parse_compute_table({"engine": "spark", "master": "no-such-master://x"}))
+    # (its JVM, started twice by the engine's retry, with a short session's options:
+    # spark-submit refuses the master either way, on two fifths less CPU)
+    bad = SparkEngine(
+        parse_compute_table(
+            {
+                "engine": "spark",
+                "master": "no-such-master://x",
+                "conf": {"spark.driver.extraJavaOptions": SHORT_SESSION_JAVA_OPTIONS},
+            }
+        )
+    )
     with pytest.raises(ComputeError) as info:
         bad.session()
     assert PublicError.of(info.value, "alice").code == "compute-failed"
