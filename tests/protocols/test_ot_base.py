@@ -232,3 +232,89 @@ def test_a_secret_scalar_is_not_found_by_a_small_range_search() -> None:
     table = {base_mult(i) for i in range(1, (1 << 16) + 2)}
     found = sum(base_mult(random_scalar()) in table for _ in range(16))
     assert found == 0
+
+
+def test_the_libsecp256k1_loops_equal_the_coincurve_ones(monkeypatch):
+    """The per-OT loops run on libsecp256k1 directly (a few key buffers per batch); the
+    coincurve versions (no cffi module) must give the same points, keys and errors, and
+    either side may run either one."""
+    from ppdm.protocols.ot import base
+
+    if base._lib is None:
+        pytest.skip("coincurve's cffi module is not available: only the coincurve loops run")
+    c = np.random.default_rng(5).integers(0, 2, 40).astype(np.uint8)
+    want = np.where(c[:, None] == 1, 1, 0)
+    sender = base.ChouOrlandiSender()
+    fast = base.ChouOrlandiReceiver(sender.first_message, peer="alice")
+    pts_fast = list(fast.points(c))
+    with monkeypatch.context() as m:
+        m.setattr(base, "_lib", None)
+        slow = base.ChouOrlandiReceiver(sender.first_message, peer="alice")
+        pts_slow = list(slow.points(c))
+        s0, s1 = sender.keys(pts_fast, count=40, length=20, peer="bob")
+        slow_keys = slow.keys(20)
+        fast_keys_py = fast.keys(20)
+        errors_py = [_sender_error(sender, bad) for bad in _bad_batches(sender)]
+    f0, f1 = sender.keys(pts_fast, count=40, length=20, peer="bob")
+    assert np.array_equal(f0, s0) and np.array_equal(f1, s1)
+    assert np.array_equal(fast.keys(20), fast_keys_py)
+    assert np.array_equal(fast_keys_py, np.where(want == 1, f1, f0))
+    g0, g1 = sender.keys(pts_slow, count=40, length=20, peer="bob")
+    assert np.array_equal(slow_keys, np.where(want == 1, g1, g0))
+    assert [_sender_error(sender, bad) for bad in _bad_batches(sender)] == errors_py
+
+
+def _bad_batches(sender) -> list:
+    good = ecgroup.base_mult(5)
+    return [
+        [good, b"\x02" + b"\xff" * 32, good],
+        [good, good, sender.first_message],
+        [good, b"\x02" * 10, good],
+        [good, 7, good],
+        [good, bytearray(good), good],
+    ]
+
+
+def _sender_error(sender, batch) -> str:
+    with pytest.raises(ProtocolError) as info:
+        sender.keys(batch, count=len(batch), length=16, peer="bob", offset=3)
+    return f"{info.value.party} {info.value.step} {info.value.reason}"
+
+
+def test_the_library_loops_keep_their_points_alive(monkeypatch):
+    """cffi pointer arrays do not own what they point to: every point the loops parse
+    for libsecp256k1 must stay alive while they run (a freed ``-aA`` gave wrong keys now
+    and then). Checked at each point the loops encode, after a garbage collection."""
+    import gc
+    import weakref
+
+    from ppdm.protocols.ot import base
+
+    if base._lib is None:
+        pytest.skip("coincurve's cffi module is not available: only the coincurve loops run")
+    made: list = []
+    real_parsed, real_serializer = base._parsed, base._serializer
+
+    def parsed(point):
+        key = real_parsed(point)
+        made.append(weakref.ref(key))
+        return key
+
+    def serializer():  # every loop makes its encoder first, then parses its points
+        made.clear()
+        encode = real_serializer()
+
+        def checked(key):
+            gc.collect()
+            assert all(r() is not None for r in made), "a parsed point was freed mid-loop"
+            return encode(key)
+
+        return checked
+
+    monkeypatch.setattr(base, "_parsed", parsed)
+    monkeypatch.setattr(base, "_serializer", serializer)
+    c = np.array([0, 1, 1, 0, 1], dtype=np.uint8)
+    sender = base.ChouOrlandiSender()
+    receiver = base.ChouOrlandiReceiver(sender.first_message, peer="alice")
+    k0, k1 = sender.keys(list(receiver.points(c)), count=5, length=16, peer="bob")
+    assert np.array_equal(receiver.keys(16), np.where(c[:, None] == 1, k1, k0))

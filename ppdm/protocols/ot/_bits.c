@@ -607,6 +607,123 @@ static PyObject *py_kk13_keys(PyObject *self, PyObject *args)
     return result;
 }
 
+/* The AES-128-CTR streams of n keys read in step (the IKNP column PRG,
+ * ppdm.protocols.ot.crhash.AESCTRStreams): row i of out (nbytes bytes) is bytes pos ..
+ * pos + nbytes - 1 of key i's stream, block c of which is AES_{k_i}(c) with c a 128-bit
+ * big-endian counter from 0 (OpenSSL's CTR mode with an all-zero IV; pos + nbytes <=
+ * 2^64 - 16, so the counter's high 64 bits stay zero). Blocks are made eight (VAES:
+ * sixteen) at a time under one key's round keys (rkeys: aes_schedules' layout, 11 x 16
+ * bytes a key) and the part of them inside the window copied out, so a window may start
+ * and end inside a block. */
+#if defined(PPDM_AESNI)
+__attribute__((target("aes,sse2"))) static void ctr_many(uint8_t *out, const uint8_t *rkeys,
+                                                         size_t n, uint64_t pos, size_t nbytes)
+{
+    const uint64_t end = pos + nbytes, b0 = pos / 16, b1 = (end + 15) / 16;
+    if (nbytes == 0) return;
+    for (size_t i = 0; i < n; i++) {
+        __m128i rk[AES_ROUNDS];
+        for (int r = 0; r < AES_ROUNDS; r++)
+            rk[r] = _mm_loadu_si128((const __m128i *)(rkeys + (i * AES_ROUNDS + (size_t)r) * 16));
+        uint8_t *row = out + i * nbytes;
+        for (uint64_t c = b0; c < b1; c += 8) {
+            __m128i y[8];
+            uint8_t block[8 * 16];
+            for (int k = 0; k < 8; k++)
+                y[k] = _mm_set_epi64x((long long)__builtin_bswap64(c + (uint64_t)k), 0);
+            AES_ALL(y, 8, rk);
+            for (int k = 0; k < 8; k++) _mm_storeu_si128((__m128i *)(block + k * 16), y[k]);
+            const uint64_t lo = c * 16 > pos ? c * 16 : pos;
+            const uint64_t hi = end - c * 16 > 8 * 16 ? c * 16 + 8 * 16 : end; /* no wrap */
+            memcpy(row + (lo - pos), block + (lo - c * 16), (size_t)(hi - lo));
+        }
+    }
+}
+
+__attribute__((target("vaes,avx2,aes"))) static void ctr_many_vaes(
+    uint8_t *out, const uint8_t *rkeys, size_t n, uint64_t pos, size_t nbytes)
+{
+    const uint64_t end = pos + nbytes, b0 = pos / 16, b1 = (end + 15) / 16;
+    if (nbytes == 0) return;
+    for (size_t i = 0; i < n; i++) {
+        __m256i rk[AES_ROUNDS];
+        for (int r = 0; r < AES_ROUNDS; r++)
+            rk[r] = _mm256_broadcastsi128_si256(
+                _mm_loadu_si128((const __m128i *)(rkeys + (i * AES_ROUNDS + (size_t)r) * 16)));
+        uint8_t *row = out + i * nbytes;
+        for (uint64_t c = b0; c < b1; c += 16) {
+            __m256i y[8];
+            uint8_t block[16 * 16];
+            for (int k = 0; k < 8; k++)
+                y[k] = _mm256_set_epi64x(
+                    (long long)__builtin_bswap64(c + 2 * (uint64_t)k + 1), 0,
+                    (long long)__builtin_bswap64(c + 2 * (uint64_t)k), 0);
+            AES8(y);
+            for (int k = 0; k < 8; k++) _mm256_storeu_si256((__m256i *)(block + k * 32), y[k]);
+            const uint64_t lo = c * 16 > pos ? c * 16 : pos;
+            const uint64_t hi = end - c * 16 > 16 * 16 ? c * 16 + 16 * 16 : end; /* no wrap */
+            memcpy(row + (lo - pos), block + (lo - c * 16), (size_t)(hi - lo));
+        }
+    }
+}
+#endif
+
+/* aes_ctr_many(rkeys, n, pos, nbytes, out[, aesni_only]) -> bool: bytes pos .. pos +
+ * nbytes - 1 of the AES-CTR streams of n keys (rkeys: n x 176 bytes of round keys,
+ * aes_schedules) into out (n x nbytes); False when AES-NI is not available (the caller
+ * uses OpenSSL). pos must be an int in [0, 2^64 - 16 - nbytes] (OverflowError otherwise,
+ * as for sizes whose product overflows). aesni_only skips the VAES kernel (tests). */
+static PyObject *py_aes_ctr_many(PyObject *self, PyObject *args)
+{
+    Py_buffer rkeys, out;
+    Py_ssize_t n, nbytes, klen = 0, olen = 0;
+    PyObject *pos_obj;
+    int aesni_only = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nOnw*|p", &rkeys, &n, &pos_obj, &nbytes, &out, &aesni_only))
+        return NULL;
+    PyObject *result = NULL;
+    unsigned long long pos = 0;
+    if (!PyLong_Check(pos_obj)) {
+        PyErr_SetString(PyExc_TypeError, "pos must be an int");
+        goto done;
+    }
+    pos = PyLong_AsUnsignedLongLong(pos_obj); /* OverflowError when negative or too big */
+    if (pos == (unsigned long long)-1 && PyErr_Occurred()) goto done;
+    if (!size_mul(n, 176, &klen) || !size_mul(n, nbytes, &olen)) goto done;
+    if (pos > UINT64_MAX - 15 || (unsigned long long)nbytes > UINT64_MAX - 15 - pos) {
+        PyErr_SetString(PyExc_OverflowError, "PRG position out of range");
+        goto done;
+    }
+    if (rkeys.len != klen || out.len != olen) {
+        PyErr_SetString(PyExc_ValueError, "buffer sizes do not match n and nbytes");
+        goto done;
+    }
+#if defined(PPDM_AESNI)
+    if (!aesni_only && __builtin_cpu_supports("vaes") && __builtin_cpu_supports("avx2") &&
+        __builtin_cpu_supports("aes")) {
+        Py_BEGIN_ALLOW_THREADS
+        ctr_many_vaes(out.buf, rkeys.buf, (size_t)n, (uint64_t)pos, (size_t)nbytes);
+        Py_END_ALLOW_THREADS
+        result = Py_True;
+    } else if (__builtin_cpu_supports("aes")) {
+        Py_BEGIN_ALLOW_THREADS
+        ctr_many(out.buf, rkeys.buf, (size_t)n, (uint64_t)pos, (size_t)nbytes);
+        Py_END_ALLOW_THREADS
+        result = Py_True;
+    } else {
+        result = Py_False;
+    }
+#else
+    result = Py_False;
+#endif
+    Py_INCREF(result);
+done:
+    PyBuffer_Release(&rkeys);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"transpose", py_transpose, METH_VARARGS,
      "Transpose a packed rows x cols bit matrix into a cols x rows one (little-endian bits)."},
@@ -616,6 +733,8 @@ static PyMethodDef methods[] = {
      "SoftSpoken's leaf-keyed AES-CTR streams, 16 leaves a block, folded into VOLE columns."},
     {"kk13_keys", py_kk13_keys, METH_VARARGS,
      "KK13's chained TCCR hash of every row XOR every mask (fixed-key AES-NI)."},
+    {"aes_ctr_many", py_aes_ctr_many, METH_VARARGS,
+     "The next bytes of the AES-128-CTR streams of many keys (AES-NI or VAES)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -43,6 +43,8 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from coincurve import PublicKey
@@ -51,6 +53,8 @@ from ppdm.errors import ProtocolError
 from ppdm.parties.codec import ByteStrings
 from ppdm.parties.network import Network
 from ppdm.protocols import ecgroup
+from ppdm.protocols.ecgroup import _CONTEXT as _CTX
+from ppdm.protocols.ecgroup import _ffi, _lib
 
 __all__ = [
     "ChouOrlandiReceiver",
@@ -120,26 +124,11 @@ class ChouOrlandiSender:
         if len(points) != count:
             raise ProtocolError(peer, step, f"expected {count} points, got {len(points)}")
         a_bytes = _scalar_bytes(self._a)
-        big_a = self.first_message
-        k0 = bytearray()
-        k1 = bytearray()
-        for i, raw in enumerate(points, start=offset):
-            if not isinstance(raw, bytes) or len(raw) != ecgroup.POINT_BYTES:
-                raise ProtocolError(
-                    peer, step, f"point {i} is not a {ecgroup.POINT_BYTES}-byte string"
-                )
-            try:
-                b_point = PublicKey(raw)
-            except (ValueError, TypeError) as exc:
-                raise ProtocolError(peer, step, f"point {i} is not on secp256k1") from exc
-            b_enc = b_point.format()
-            ab = b_point.multiply(a_bytes)
-            try:
-                ab_minus = PublicKey.combine_keys([ab, self._minus_aa])
-            except ValueError as exc:
-                raise ProtocolError(peer, step, f"point {i} equals the sender's A") from exc
-            k0 += _kdf(i, big_a, b_enc, ab.format(), length)
-            k1 += _kdf(i, big_a, b_enc, ab_minus.format(), length)
+        derive = _sender_keys_lib if _lib is not None else _sender_keys_py
+        try:
+            k0, k1 = derive(points, a_bytes, self.first_message, self._minus_aa, length, offset)
+        except _BadPoint as exc:
+            raise ProtocolError(peer, step, f"point {exc.index} {exc.what}") from None
         shape = (count, length)
         return (
             np.frombuffer(bytes(k0), dtype=np.uint8).reshape(shape).copy(),
@@ -159,24 +148,182 @@ class ChouOrlandiReceiver:
 
     def points(self, choices: np.ndarray) -> ByteStrings:
         """The points ``B_i`` for the next ``len(choices)`` OTs of the batch."""
-        out = []
-        for c in check_choices(choices).tolist():
+        c = check_choices(choices).tolist()
+        scalars = []
+        for _ in c:
             bb = _scalar_bytes(secrets.randbelow(ecgroup.ORDER - 1) + 1)
-            bg = PublicKey.from_secret(bb)
-            big_b = PublicKey.combine_keys([bg, self._a_point]) if c else bg
-            out.append(big_b.format())
-            self._scalars.append(bb)
+            scalars.append(bb)
+        if _lib is not None:
+            out = _receiver_points_lib(scalars, c, self._big_a)
+        else:
+            out = []
+            for bb, ci in zip(scalars, c, strict=True):
+                bg = PublicKey.from_secret(bb)
+                big_b = PublicKey.combine_keys([bg, self._a_point]) if ci else bg
+                out.append(big_b.format())
+        self._scalars.extend(scalars)
         self._b_encs.extend(out)
         return ByteStrings(out)
 
     def keys(self, length: int) -> np.ndarray:
         """The chosen keys ``k_i^{c_i} = H(i, A, B_i, b_i A)``, ``(m, length)`` uint8."""
-        a = self._a_point
+        if _lib is not None:
+            shared = _mult_one_point(self._big_a, self._scalars)
+        else:
+            shared = [self._a_point.multiply(bb).format() for bb in self._scalars]
         out = b"".join(
-            _kdf(i, self._big_a, b, a.multiply(bb).format(), length)
-            for i, (b, bb) in enumerate(zip(self._b_encs, self._scalars, strict=True))
+            _kdf(i, self._big_a, b, p, length)
+            for i, (b, p) in enumerate(zip(self._b_encs, shared, strict=True))
         )
         return np.frombuffer(out, dtype=np.uint8).reshape(len(self._b_encs), length).copy()
+
+
+# The per-OT loops on libsecp256k1 directly (coincurve's cffi module, as
+# ecgroup.mult_points): a few key buffers reused for the whole batch instead of three or
+# four coincurve objects per point; the same group operations and the same bytes (the
+# coincurve versions below run when that module is missing).
+_PUBKEY_BYTES = _ffi.sizeof("secp256k1_pubkey") if _ffi is not None else 0  # opaque point
+
+
+class _BadPoint(Exception):
+    """Point ``index`` of the peer's batch is unusable (``what``: why)."""
+
+    def __init__(self, index: int, what: str) -> None:
+        super().__init__(f"point {index} {what}")
+        self.index, self.what = index, what
+
+
+_NOT_BYTES = f"is not a {ecgroup.POINT_BYTES}-byte string"
+_NOT_ON_CURVE = "is not on secp256k1"
+_EQUALS_A = "equals the sender's A"
+
+
+def _serializer() -> Callable[[Any], bytes]:
+    """A function encoding a library point (compressed), with its buffers made once."""
+    buf = _ffi.new("unsigned char[]", ecgroup.POINT_BYTES)
+    size = _ffi.new("size_t *")
+    ctx, ser, flag = _CTX.ctx, _lib.secp256k1_ec_pubkey_serialize, _lib.SECP256K1_EC_COMPRESSED
+
+    def encode(key: Any) -> bytes:
+        size[0] = ecgroup.POINT_BYTES
+        ser(ctx, buf, size, key, flag)
+        return bytes(_ffi.buffer(buf))
+
+    return encode
+
+
+def _parsed(point: bytes) -> Any:
+    key = _ffi.new("secp256k1_pubkey *")
+    if not _lib.secp256k1_ec_pubkey_parse(_CTX.ctx, key, point, ecgroup.POINT_BYTES):
+        raise ValueError("not a point on secp256k1")
+    return key
+
+
+def _sender_keys_lib(
+    points: list[Any] | tuple[Any, ...],
+    a_bytes: bytes,
+    big_a: bytes,
+    minus_aa: PublicKey,
+    length: int,
+    offset: int,
+) -> tuple[bytearray, bytearray]:
+    """``(k0, k1)`` of :meth:`ChouOrlandiSender.keys` (:class:`_BadPoint` at the first
+    point that is not a 33-byte string, not on the curve, or equal to ``A``)."""
+    ctx, lib = _CTX.ctx, _lib
+    parse, mult, combine = (
+        lib.secp256k1_ec_pubkey_parse,
+        lib.secp256k1_ec_pubkey_tweak_mul,
+        lib.secp256k1_ec_pubkey_combine,
+    )
+    encode = _serializer()
+    b = _ffi.new("secp256k1_pubkey *")
+    ab = _ffi.new("secp256k1_pubkey *")
+    ab_minus = _ffi.new("secp256k1_pubkey *")
+    minus = _parsed(minus_aa.format())  # kept alive: the array below only points to it
+    pair = _ffi.new("secp256k1_pubkey *[2]", [ab, minus])
+    k0, k1 = bytearray(), bytearray()
+    for i, raw in enumerate(points, start=offset):
+        if not isinstance(raw, bytes) or len(raw) != ecgroup.POINT_BYTES:
+            raise _BadPoint(i, _NOT_BYTES)
+        if not parse(ctx, b, raw, ecgroup.POINT_BYTES):
+            raise _BadPoint(i, _NOT_ON_CURVE)
+        b_enc = encode(b)
+        _ffi.memmove(ab, b, _PUBKEY_BYTES)
+        if not mult(ctx, ab, a_bytes):
+            raise ValueError("the sender's scalar is out of range")  # never: 0 < a < ORDER
+        if not combine(ctx, ab_minus, pair, 2):  # a B_i - a A = infinity: B_i = A
+            raise _BadPoint(i, _EQUALS_A)
+        k0 += _kdf(i, big_a, b_enc, encode(ab), length)
+        k1 += _kdf(i, big_a, b_enc, encode(ab_minus), length)
+    return k0, k1
+
+
+def _sender_keys_py(
+    points: list[Any] | tuple[Any, ...],
+    a_bytes: bytes,
+    big_a: bytes,
+    minus_aa: PublicKey,
+    length: int,
+    offset: int,
+) -> tuple[bytearray, bytearray]:
+    """:func:`_sender_keys_lib` with coincurve's objects."""
+    k0, k1 = bytearray(), bytearray()
+    for i, raw in enumerate(points, start=offset):
+        if not isinstance(raw, bytes) or len(raw) != ecgroup.POINT_BYTES:
+            raise _BadPoint(i, _NOT_BYTES)
+        try:
+            b_point = PublicKey(raw)
+        except (ValueError, TypeError):
+            raise _BadPoint(i, _NOT_ON_CURVE) from None
+        b_enc = b_point.format()
+        ab = b_point.multiply(a_bytes)
+        try:
+            ab_minus = PublicKey.combine_keys([ab, minus_aa])
+        except ValueError:
+            raise _BadPoint(i, _EQUALS_A) from None
+        k0 += _kdf(i, big_a, b_enc, ab.format(), length)
+        k1 += _kdf(i, big_a, b_enc, ab_minus.format(), length)
+    return k0, k1
+
+
+def _receiver_points_lib(scalars: list[bytes], choices: list[int], big_a: bytes) -> list[bytes]:
+    """``B_i = b_i G``, plus ``A`` where ``c_i = 1``, encoded."""
+    ctx, create, combine = (
+        _CTX.ctx,
+        _lib.secp256k1_ec_pubkey_create,
+        _lib.secp256k1_ec_pubkey_combine,
+    )
+    encode = _serializer()
+    bg = _ffi.new("secp256k1_pubkey *")
+    big_b = _ffi.new("secp256k1_pubkey *")
+    a_key = _parsed(big_a)  # kept alive: the array below only points to it
+    pair = _ffi.new("secp256k1_pubkey *[2]", [bg, a_key])
+    out = []
+    for bb, c in zip(scalars, choices, strict=True):
+        if not create(ctx, bg, bb):
+            raise ValueError("the receiver's scalar is out of range")  # never: 0 < b < ORDER
+        if not c:
+            out.append(encode(bg))
+        elif combine(ctx, big_b, pair, 2):
+            out.append(encode(big_b))
+        else:  # b G = -A: probability 2^-256, as coincurve's combine_keys would raise
+            raise ValueError("the public key could not be combined")
+    return out
+
+
+def _mult_one_point(point: bytes, scalars: list[bytes]) -> list[bytes]:
+    """``b P`` for every scalar ``b`` (32 big-endian bytes), encoded."""
+    ctx, mult = _CTX.ctx, _lib.secp256k1_ec_pubkey_tweak_mul
+    encode = _serializer()
+    base = _parsed(point)
+    key = _ffi.new("secp256k1_pubkey *")
+    out = []
+    for bb in scalars:
+        _ffi.memmove(key, base, _PUBKEY_BYTES)
+        if not mult(ctx, key, bb):
+            raise ValueError("the receiver's scalar is out of range")  # never: 0 < b < ORDER
+        out.append(encode(key))
+    return out
 
 
 def _check_length(length: int) -> int:
