@@ -327,8 +327,9 @@ def test_threshold_overlaps_the_ring_with_the_ot_setup() -> None:
     want = np.sum(list(vals.values()), axis=0) >= 0
     assert all(np.array_equal(r, want) for r in sim.results.values())
     # 16 before the comparison's first AND level rode in its leaf tables (issue 25,
-    # item 4); 18 when the two-hop ring ran before the 8-hop OT setup.
-    assert sim.hops == 14
+    # item 4); 18 when the two-hop ring ran before the 8-hop OT setup; 14 before the
+    # second IKNP direction took its base OTs from the first (one round trip, not two).
+    assert sim.hops == 12
 
 
 def test_threshold_reuses_an_ot_session_across_calls() -> None:
@@ -349,7 +350,9 @@ def test_threshold_reuses_an_ot_session_across_calls() -> None:
     for i, level in enumerate(levels):
         want = np.sum(list(level.values()), axis=0) >= 0
         assert all(np.array_equal(r[i], want) for r in sim.results.values())
-    assert sim.hops == 14 + 2 * 7  # the setup once, then 7 hops a call (9 before)
+    # The setup once (12 hops; 14 with Chou-Orlandi in both IKNP directions), then 7
+    # hops a call (9 before).
+    assert sim.hops == 12 + 2 * 7
 
 
 def test_threshold_refuses_a_session_with_the_wrong_peer() -> None:

@@ -140,11 +140,14 @@ def test_leaf_and_triple_bytes(block_bits, u_per_leaf, table_per_leaf, triples):
         payload("alice", "cmp/triples", 15 * ots)
         payload("bob", "cmp/triples", 15 * ots)
         payload("bob", "ot/iknp/alice>bob/u", 16 * 256)
-        payload("alice", "ot/iknp/bob>alice/u", 16 * 256)
+        # Alice's u also carries the 128 random OTs (16 bytes each) that are the base OTs
+        # of the second IKNP direction (alice>bob), instead of 128 Chou-Orlandi OTs.
+        payload("alice", "ot/iknp/bob>alice/u", 16 * 256 + 16 * 128)
     else:
         assert not any(step.startswith("ot/ss16/") for _, step in sent)
         assert not any(step == "cmp/triples" for _, step in sent)
-        payload("bob", "ot/iknp/alice>bob/u", u_per_leaf * leaves + 16 * triples)
+        # + the 128 random OTs that are the base OTs of the bob>alice direction.
+        payload("bob", "ot/iknp/alice>bob/u", u_per_leaf * leaves + 16 * triples + 16 * 128)
         payload("alice", "ot/iknp/bob>alice/u", 16 * triples)
 
 

@@ -19,6 +19,7 @@ from ppdm.protocols.ot.base import STEP_A
 from ppdm.protocols.ot.bits import pack, transpose_bits, unpack
 from ppdm.protocols.ot.crhash import (
     AESCTRStream,
+    AESCTRStreams,
     aes_permute,
     make_tweaks,
     tccr_expand,
@@ -714,3 +715,149 @@ def test_raw_rows_are_the_iknp_correlation_and_hash_to_its_outputs(malicious):
         c = choices[lo:hi].astype(bool)
         assert np.array_equal(outs[2][c], outs[1][c]) and np.array_equal(outs[2][~c], outs[0][~c])
         assert not (outs[2] == np.where(c[:, None], outs[0], outs[1])).all(axis=1).any()
+
+
+# The second IKNP direction's base OTs from the first (OTSession) ----------------------------
+
+
+@pytest.mark.parametrize("malicious", [False, True])
+@pytest.mark.parametrize("bob_first", [False, True])
+def test_second_direction_sends_no_chou_orlandi(malicious, bob_first):
+    """Whichever direction is set up second (setup_both's order, or the lazy properties
+    in the other order) takes its 128 base OTs from 128 random OTs of the first: no
+    Chou-Orlandi message in it, and set-up in 6 hops instead of 8. Outputs stay correct
+    both ways, with and without KOS15."""
+    n = 300
+    bits = {"alice": _bits(3, n), "bob": _bits(4, n)}
+    deltas = {p: np.arange(n, dtype=np.uint32) * (7 + i) for i, p in enumerate(PARTIES)}
+
+    def party(net, _):
+        peer = "bob" if net.me == "alice" else "alice"
+        sess = OTSession(net, peer, chunk=256, malicious_receiver=malicious)
+        if bob_first:
+            first, second = ("receiver", "sender") if net.me == "alice" else ("sender", "receiver")
+            getattr(sess, first), getattr(sess, second)
+        else:
+            sess.setup_both()
+        return sess.correlated_both(deltas[net.me], bits[net.me])
+
+    sim = simulate(party, {"alice": None, "bob": None}, timeout=60)
+    out = sim.results
+    for me, peer in (("alice", "bob"), ("bob", "alice")):
+        want = out[me][0] + bits[peer].astype(np.uint32) * deltas[me]
+        assert np.array_equal(out[peer][1], want)
+    steps = {s["step"] for p in PARTIES for s in sim.metrics[p] if s["messages_sent"]}
+    first, second = ("bob>alice", "alice>bob") if bob_first else ("alice>bob", "bob>alice")
+    assert f"ot/iknp/{first}/{STEP_A}" in steps
+    assert not any(step.startswith(f"ot/iknp/{second}/ot/") for step in steps)
+    assert {s for s in steps if s.startswith(f"ot/iknp/{second}/")} == {
+        f"ot/iknp/{second}/session",
+        f"ot/iknp/{second}/session-reply",
+        f"ot/iknp/{second}/u",
+        f"ot/iknp/{second}/d",
+    } | ({f"ot/iknp/{second}/kos-check"} if malicious else set())
+
+
+def test_setup_both_hops_and_bytes():
+    """Both directions in 5 sequential hops (7 with Chou-Orlandi both ways): the second
+    direction's base OTs are 128 OTs of the first (2 KiB of ``u`` from bob, who is its
+    receiver), not a point and 128 points (4.7 KB from each side)."""
+
+    def party(net, _):
+        OTSession(net, "bob" if net.me == "alice" else "alice").setup_both()
+
+    sim = simulate(party, {"alice": None, "bob": None}, timeout=30)
+    assert sim.hops == 5
+    sent = {(p, s["step"]): s["bytes_sent"] for p in PARTIES for s in sim.metrics[p]}
+    assert 16 * 128 <= sent["bob", "ot/iknp/alice>bob/u"] <= 16 * 128 + 128
+    assert not any(step.startswith("ot/iknp/bob>alice/ot/") for _, step in sent)
+
+
+def test_one_direction_alone_keeps_chou_orlandi():
+    def party(net, _):
+        peer = "bob" if net.me == "alice" else "alice"
+        sess = OTSession(net, peer, chunk=256)
+        return sess.sender.random(40) if net.me == "alice" else sess.receiver.random(_bits(5, 40))
+
+    sim = simulate(party, {"alice": None, "bob": None}, timeout=30)
+    (x0, x1), got = sim.results["alice"], sim.results["bob"]
+    assert np.array_equal(got, np.where(_bits(5, 40)[:, None] == 1, x1, x0))
+    steps = {s["step"] for p in PARTIES for s in sim.metrics[p] if s["messages_sent"]}
+    assert f"ot/iknp/alice>bob/{STEP_A}" in steps
+    assert not any(step.startswith("ot/iknp/bob>alice/") for step in steps)
+
+
+def _bootstrapped_views(monkeypatch, m: int = 2048):
+    """Alice sets up alice>bob (Chou-Orlandi) and uses it; then bob>alice is set up from
+    it, then both directions are used again. Records every dir-1 output handed out, the
+    second direction's base seeds, bob's raw rows of it and alice's choices."""
+    seeds: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    init_s, init_r = IKNPSender.__init__, IKNPReceiver.__init__
+
+    def s_init(self, net, peer, s_bits, keys, session, **kw):
+        seeds[net.me] = (s_bits.copy(), keys.copy())
+        init_s(self, net, peer, s_bits, keys, session, **kw)
+
+    def r_init(self, net, peer, k0, k1, session, **kw):
+        seeds[net.me] = (k0.copy(), k1.copy())
+        init_r(self, net, peer, k0, k1, session, **kw)
+
+    monkeypatch.setattr(IKNPSender, "__init__", s_init)
+    monkeypatch.setattr(IKNPReceiver, "__init__", r_init)
+    r = _bits(11, m)
+
+    def party(net, _):
+        if net.me == "alice":
+            sess = OTSession(net, "bob", chunk=1024)
+            before = sess.sender.random(300)
+            sess.setup_both()
+            after = sess.sender.random(300)
+            sess.receiver.raw_rows(r)
+            return before, after
+        sess = OTSession(net, "alice", chunk=1024)
+        before = sess.receiver.random(_bits(12, 300))
+        sess.setup_both()
+        after = sess.receiver.random(_bits(13, 300))
+        return before, after, sess.sender.raw_rows(m)
+
+    sim = simulate(party, {"alice": None, "bob": None}, timeout=60)
+    return sim.results, seeds, r
+
+
+def test_second_direction_base_seeds_are_fresh_ots(monkeypatch):
+    """The 128 base OTs of bob>alice are OTs of alice>bob that nobody else gets: none of
+    alice's two seeds of a column is an output of alice>bob handed out before or after
+    (a set-up reusing earlier OTs, or later calls reusing its OTs, fails here), and the
+    seeds match as base OTs (bob holds alice's seed of his choice bit s_j)."""
+    results, seeds, _ = _bootstrapped_views(monkeypatch, m=64)
+    (b0, b1), (a0, a1) = results["alice"]
+    handed = {bytes(row) for arr in (b0, b1, a0, a1) for row in arr}
+    k0, k1 = seeds["alice"]
+    assert not handed & {bytes(row) for row in np.concatenate([k0, k1])}
+    s_bits, mine = seeds["bob"]
+    assert np.array_equal(mine, np.where(s_bits[:, None] == 1, k1, k0))
+    bob_handed = {bytes(row) for arr in results["bob"][:2] for row in arr}
+    assert not bob_handed & {bytes(row) for row in mine}
+
+
+def test_second_direction_sender_cannot_predict_choices(monkeypatch):
+    """Bob, the second direction's extension sender, tries to recover alice's choice
+    bits from his view: his rows q_i = t_i XOR r_i s of that direction, his ``s``, and
+    every output he ever got from the first direction (his 128 base keys among them).
+    Column j with s_j = 1 is G(k_j^0) XOR r, so a key k_j^0 he knew would give r
+    exactly (the control below); with the keys he has, no guess beats chance."""
+    m = 2048
+    results, seeds, r = _bootstrapped_views(monkeypatch, m=m)
+    rows = results["bob"][2]
+    s_bits, _ = seeds["bob"]
+    q_cols = unpack(rows.rows, 128).T  # (128, m): column j, bit i = OT i
+    known = np.concatenate([results["bob"][0], results["bob"][1], seeds["bob"][1]])
+    stream_bits = unpack(AESCTRStreams(known).read(m // 8), m)  # (keys, m)
+    cols = np.flatnonzero(s_bits)
+    guesses = q_cols[cols][:, None, :] ^ stream_bits[None, :, :]  # (cols, keys, m)
+    accuracy = (guesses == r).mean(axis=2)
+    assert accuracy.max() < 0.6 and accuracy.min() > 0.4
+    # Control: alice's k_j^0 (which bob never sees) would reveal r in every such column.
+    k0 = seeds["alice"][0][cols]
+    control = q_cols[cols] ^ unpack(AESCTRStreams(k0).read(m // 8), m)
+    assert (control == r).all()

@@ -14,6 +14,8 @@ Protocol (``kappa = 128``; ``G`` = AES-128-CTR, all 128 columns read in one call
 1. *Setup, roles reversed.* The extension receiver ``R`` acts as base-OT sender of 128
    random OTs with key pairs ``(k_j^0, k_j^1)``; the extension sender ``S`` picks random
    bits ``s`` and learns ``k_j^{s_j}`` (Chou–Orlandi, :mod:`~ppdm.protocols.ot.base`).
+   In an :class:`OTSession` the direction set up second takes instead 128 fresh random
+   OTs of the first, ``S`` choosing ``s`` (bootstrapping, as libOTe's ``split``).
    Both parties send a random 16-byte nonce (``R`` first, ``S`` in reply); the session
    tag in every hash tweak is SHA-256 of both (40 bits), so neither party chooses it.
 2. *Extension of ``m`` OTs with choice bits ``r``.* ``R`` sets ``t^j = G(k_j^0)`` and sends
@@ -48,14 +50,15 @@ Cost per OT after the setup: 16 bytes ``R -> S`` (``u``) for random OT; plus ``2
 bytes ``S -> R`` for ``L``-byte chosen messages, or ``L`` bytes for correlated OT
 (``1/8`` byte for bit correlations). One message per chunk in each used direction:
 random OT is one-way, chosen and correlated OT one round trip. Setup: 128 base OTs
-(``33 + 33 * 128`` bytes, one round trip) plus the two session nonces.
+(``33 + 33 * 128`` bytes, one round trip; from the other direction 2 KiB of its ``u``,
+no scalar multiplication) plus the two session nonces.
 """
 
 from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -140,6 +143,12 @@ def _check_delta(delta: np.ndarray) -> np.ndarray:
     if d.dtype.type not in _UNSIGNED or d.ndim not in (1, 2):
         raise ValueError("correlations must be a 1-D or 2-D array of an unsigned integer dtype")
     return np.ascontiguousarray(d)
+
+
+def _check_seeds(seeds: np.ndarray) -> np.ndarray:
+    if seeds.dtype != np.uint8 or seeds.shape != (KAPPA, 16):
+        raise ValueError(f"base OTs must give ({KAPPA}, 16) uint8 keys")
+    return seeds
 
 
 def _check_bits(bits: np.ndarray) -> np.ndarray:
@@ -244,8 +253,11 @@ class IKNPSender:
         *,
         chunk: int = DEFAULT_CHUNK,
         malicious_receiver: bool = False,
+        base_ots: Callable[[np.ndarray], np.ndarray] | None = None,
     ) -> IKNPSender:
-        """Run the 128 base OTs (as base-OT receiver) with ``peer``. With
+        """Run the 128 base OTs (as base-OT receiver) with ``peer``: Chou-Orlandi, or
+        ``base_ots(s_bits)``, fresh random OTs of another extension returning the chosen
+        16-byte keys (the peer passes the matching sender's side). With
         ``malicious_receiver=True`` every chunk is checked for a consistent receiver
         (KOS15; the peer must set it too)."""
         scoped = net.scoped(_prefix(net.me, peer))
@@ -260,8 +272,11 @@ class IKNPSender:
         scoped.send(peer, STEP_SESSION_REPLY, mine)
         session = session_tag(theirs, mine)
         s_bits = np.unpackbits(np.frombuffer(secrets.token_bytes(KAPPA // 8), np.uint8))
-        with _scoped_errors(_prefix(net.me, peer)):
-            seeds = base_ot_receive_random(scoped, peer, s_bits)
+        if base_ots is not None:
+            seeds = _check_seeds(base_ots(s_bits))
+        else:
+            with _scoped_errors(_prefix(net.me, peer)):
+                seeds = base_ot_receive_random(scoped, peer, s_bits)
         return cls(
             scoped, peer, s_bits, seeds, session, chunk=chunk, malicious_receiver=malicious_receiver
         )
@@ -452,8 +467,11 @@ class IKNPReceiver:
         *,
         chunk: int = DEFAULT_CHUNK,
         malicious_receiver: bool = False,
+        base_ots: Callable[[int], tuple[np.ndarray, np.ndarray]] | None = None,
     ) -> IKNPReceiver:
-        """Run the 128 base OTs (as base-OT sender) with ``peer``. With
+        """Run the 128 base OTs (as base-OT sender) with ``peer``: Chou-Orlandi, or
+        ``base_ots(128)``, fresh random OTs of another extension returning both 16-byte
+        keys of every OT (the peer passes the matching receiver's side). With
         ``malicious_receiver=True`` this party proves, per chunk, that it used one choice
         vector (KOS15; the peer must set it too)."""
         scoped = net.scoped(_prefix(peer, net.me))
@@ -467,8 +485,11 @@ class IKNPReceiver:
                 f"session nonce must be {SESSION_NONCE_BYTES} bytes",
             )
         session = session_tag(mine, theirs)
-        with _scoped_errors(_prefix(peer, net.me)):
-            k0, k1 = base_ot_send_random(scoped, peer, KAPPA)
+        if base_ots is not None:
+            k0, k1 = (_check_seeds(k) for k in base_ots(KAPPA))
+        else:
+            with _scoped_errors(_prefix(peer, net.me)):
+                k0, k1 = base_ot_send_random(scoped, peer, KAPPA)
         return cls(
             scoped, peer, k0, k1, session, chunk=chunk, malicious_receiver=malicious_receiver
         )
@@ -679,19 +700,34 @@ class OTSession:
 
     @property
     def sender(self) -> IKNPSender:
-        """This party as extension sender (the peer must use its :attr:`receiver`)."""
+        """This party as extension sender (the peer must use its :attr:`receiver`).
+        The direction set up second takes its base OTs from 128 fresh random OTs of the
+        first (here this party as IKNP receiver, choosing ``s``), the first runs
+        Chou-Orlandi; both parties agree, as this party's receiver exists exactly when
+        the peer's sender does."""
         if self._sender is None:
+            base = None if self._receiver is None else self._receiver.random
             self._sender = IKNPSender.setup(
-                self.net, self.peer, chunk=self.chunk, malicious_receiver=self.malicious_receiver
+                self.net,
+                self.peer,
+                chunk=self.chunk,
+                malicious_receiver=self.malicious_receiver,
+                base_ots=base,
             )
         return self._sender
 
     @property
     def receiver(self) -> IKNPReceiver:
-        """This party as extension receiver (the peer must use its :attr:`sender`)."""
+        """This party as extension receiver (the peer must use its :attr:`sender`); base
+        OTs from this party's :attr:`sender` if that exists (see :attr:`sender`)."""
         if self._receiver is None:
+            base = None if self._sender is None else self._sender.random
             self._receiver = IKNPReceiver.setup(
-                self.net, self.peer, chunk=self.chunk, malicious_receiver=self.malicious_receiver
+                self.net,
+                self.peer,
+                chunk=self.chunk,
+                malicious_receiver=self.malicious_receiver,
+                base_ots=base,
             )
         return self._receiver
 
