@@ -211,13 +211,18 @@ class AssocResult:
             return int(x) if isinstance(x, int) else native_label(x)
 
         n = self.n_transactions
+        # Each itemset sorted once: the order key (size, sorted items) and, when every
+        # item is a plain int (label() is the identity), the "items" list itself.
+        keyed = [(len(k), sorted(k), v) for k, v in self.itemsets.items()]
+        keyed.sort(key=lambda row: (row[0], row[1]))
+        plain = all(type(x) is int for _, items, _ in keyed for x in items)
         itemsets = [
             {
-                "items": sorted(label(x) for x in k),
+                "items": items if plain else sorted(label(x) for x in items),
                 "support_count": None if v is None else _finite(native_label(v)),
                 "support": None if v is None else _finite(native_label(v) / n),
             }
-            for k, v in sorted(self.itemsets.items(), key=lambda kv: (len(kv[0]), sorted(kv[0])))
+            for _, items, v in keyed
         ]
         if self.counts_revealed:
             pending = self.__dict__.get("rules")
