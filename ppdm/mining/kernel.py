@@ -20,6 +20,7 @@ from __future__ import annotations
 import gc
 import importlib
 import logging
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -46,19 +47,37 @@ _PAD = np.iinfo(np.int64).max
 COMPILED: bool = _eclat is not None
 
 
+_GC_LOCK = threading.Lock()
+_gc_depth = 0  # blocks inside gc_paused, over every thread
+_gc_was_enabled = False  # the collector's state when the first of them entered
+
+
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """The cyclic garbage collector off while a block builds many small containers (one
     rule, record or itemset each, none of which can form a cycle): otherwise every few
     hundred allocations it rescans all the objects the process holds, which can cost more
-    than building them. Restored on exit if it was on."""
-    enabled = gc.isenabled()
-    gc.disable()
+    than building them.
+
+    The collector is one switch for the whole process, and parties simulated in one
+    process (or a node's concurrent jobs) run such blocks on several threads at once: the
+    blocks are counted, and the collector is turned back on only when the last one leaves
+    (and only if it was on when the first entered). Otherwise the first thread to leave
+    would turn it on under another's block, whose next allocations would then pay for a
+    full collection of everything the process holds."""
+    global _gc_depth, _gc_was_enabled
+    with _GC_LOCK:
+        if _gc_depth == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_depth += 1
     try:
         yield
     finally:
-        if enabled:
-            gc.enable()
+        with _GC_LOCK:
+            _gc_depth -= 1
+            if _gc_depth == 0 and _gc_was_enabled:
+                gc.enable()
 
 
 @dataclass(frozen=True)
