@@ -566,13 +566,22 @@ def _segment(
     )
 
 
+def segment_pad_sums(h: np.ndarray, seg: Segment) -> np.ndarray:
+    """Every product's sum of its pads over the positions (uint64, modulo ``2^(8 *
+    itemsize)``), from the members' :func:`stacked_pads` ``h``: the sender's share of a
+    segment (negated) from ``h0``, the receiver's start from its ``h`` (computed apart
+    from the corrections, so the sender sends first and the receiver sums while it
+    waits)."""
+    return unit_sums(h)[seg.unit, seg.lane]
+
+
 def segment_corrections(
     a: np.ndarray, b: np.ndarray, values: np.ndarray, seg: Segment, n: int, *, bits: bool
-) -> tuple[np.ndarray, np.ndarray]:
+) -> np.ndarray:
     """The sender's side of a segment: the corrections ``d = h0 - h1 + x`` of every
     product and position as they go on the wire (every product's bit planes, in wire
-    order: :func:`planes`' format), and every product's sum of its ``h0`` pads (uint64,
-    modulo ``2^(8 * itemsize)``). ``a``, ``b``: the members' :func:`stacked_pads` of
+    order: :func:`planes`' format; :func:`segment_pad_sums` of ``h0`` gives its shares).
+    ``a``, ``b``: the members' :func:`stacked_pads` of
     ``q`` and ``q XOR s``; ``values`` the call's ``(m, n)`` values, 0/1 if ``bits`` (then
     added to the bit planes of ``h0 - h1`` with a ripple carry, product by product,
     instead of position by position)."""
@@ -591,7 +600,7 @@ def segment_corrections(
     planes = planes.reshape(lanes, 8 * a.dtype.itemsize, units, padded // 8)
     if not bits:
         wire = planes[seg.lane[seg.row_product], seg.row_bit, seg.row_unit, :used]
-        return wire.reshape(-1), unit_sums(a)[seg.unit, seg.lane]
+        return wire.reshape(-1)
     width = seg.widths
     g = planes[seg.lane, : int(width.max()), seg.unit, :used]  # (products, bits, bytes)
     carry = np.packbits(values[seg.products], axis=1, bitorder="little")
@@ -601,15 +610,15 @@ def segment_corrections(
         plane ^= carry
         carry = nxt
     wire = g if bool((width == g.shape[1]).all()) else g[np.arange(g.shape[1]) < width[:, None]]
-    return wire.reshape(-1), unit_sums(a)[seg.unit, seg.lane]
+    return wire.reshape(-1)
 
 
 def segment_sums(
-    h: np.ndarray, wire: np.ndarray, choices: np.ndarray, seg: Segment, n: int
+    pad_sums: np.ndarray, wire: np.ndarray, choices: np.ndarray, seg: Segment, n: int
 ) -> np.ndarray:
     """The receiver's side of a segment: every product's sum over the positions of its
     pad plus, where it chose 1, the correction (uint64, modulo ``2^(8 * itemsize)``).
-    ``h``: the members' :func:`stacked_pads`; ``wire`` the sender's message (the caller
+    ``pad_sums``: :func:`segment_pad_sums` of the members' pads; ``wire`` the sender's message (the caller
     checks that it holds ``len(seg.row_bit)`` planes); ``choices`` every receiver column's
     choice bits packed (:func:`~ppdm.protocols.ot.bits.pack`), zero-padded to whole
     64-bit words."""
@@ -622,4 +631,4 @@ def segment_sums(
     ones = np.bitwise_count(picked.view(np.uint64)).sum(axis=1, dtype=np.uint64)
     ones <<= seg.row_bit.astype(np.uint64)
     own = np.add.reduceat(ones, seg.starts) if len(seg.starts) else ones[:0]
-    return unit_sums(h)[seg.unit, seg.lane] + own
+    return pad_sums + own

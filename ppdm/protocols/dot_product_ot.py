@@ -70,6 +70,7 @@ from ppdm.protocols.column_ots import (
     planes_size,
     schedule,
     segment_corrections,
+    segment_pad_sums,
     segment_sums,
     segments,
     unpack_uint,
@@ -426,9 +427,9 @@ def column_product_shares(
             if isinstance(unit, Segment):  # its columns' corrections in one message
                 h0 = _segment_pads(unit, steps, dtype, n, 0)
                 h1 = _segment_pads(unit, steps, dtype, n, 1)
-                wire, sums = segment_corrections(h0, h1, x_all, unit, n, bits=bits)
-                net.send(receiver, STEP_CORRECTIONS, wire)
-                out[unit.products] += sums
+                wire = segment_corrections(h0, h1, x_all, unit, n, bits=bits)
+                net.send(receiver, STEP_CORRECTIONS, wire)  # before its own sums
+                out[unit.products] += segment_pad_sums(h0, unit)
                 continue
             (_, run, runs, chunks), step = plan[unit], steps[unit]
             col = step.column
@@ -578,13 +579,14 @@ def _choose(
             if choices is None:  # every column's choice bits, packed, in whole words
                 choices = np.zeros((len(y), -(-n // 64) * 8), dtype=np.uint8)
                 choices[:, : -(-n // 8)] = pack(y)
-            h = _segment_pads(unit, steps, dtype, n, 0)
+            # its pads and their sums while the corrections are on their way
+            sums = segment_pad_sums(_segment_pads(unit, steps, dtype, n, 0), unit)
             data = net.receive(sender, STEP_CORRECTIONS, expect=np.ndarray)
             if data.dtype != np.uint8 or data.shape != (len(unit.row_bit) * -(-n // 8),):
                 raise ProtocolError(
                     sender, STEP_CORRECTIONS, "corrections of the wrong type or length"
                 )
-            out[unit.products] += segment_sums(h, data, choices, unit, n)
+            out[unit.products] += segment_sums(sums, data, choices, unit, n)
             yield
             continue
         (c, run, runs, chunks), step = plan[unit], steps[unit]
