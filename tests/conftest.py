@@ -31,6 +31,11 @@ _ONE_THREAD = "OPENBLAS_NUM_THREADS" not in os.environ
 sys.dont_write_bytecode = False
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
+# The test processes start nodes (fork, then exec) while their own gRPC clients have
+# threads running; gRPC's fork handlers (pthread_atfork) then wait for those threads
+# inside fork() and, now and then, forever (seen: a testbed spawn stuck in gRPC's prefork
+# handler). A child that execs at once needs none of gRPC's fork support.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
 
 
 def pytest_configure(config: pytest.Config) -> None:
