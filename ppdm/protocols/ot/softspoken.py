@@ -435,13 +435,12 @@ class SS16Sender(KK13Sender):
         """Receive one ``c`` chunk for ``n`` OTs: (first index, ``q`` rows ``(n, 32)``)."""
         padded = _pad(n)
         nbytes = padded // 8
-        c = self.net.receive(self.peer, STEP_U, expect=np.ndarray)
-        if c.dtype != np.uint8 or c.shape != (BLOCKS, nbytes):
-            raise ProtocolError(
-                self.peer,
-                f"{_prefix(self.net.me, self.peer)}/{STEP_U}",
-                f"expected a uint8 matrix of shape {(BLOCKS, nbytes)}, got {c.dtype}{c.shape}",
-            )
+        c = _check_bytes(
+            self.net.receive(self.peer, STEP_U, expect=np.ndarray),
+            self.peer,
+            f"{_prefix(self.net.me, self.peer)}/{STEP_U}",
+            (BLOCKS, nbytes),
+        )
         g = np.zeros((CODE_BITS, nbytes), dtype=np.uint8)
         c = np.ascontiguousarray(c)
         blocks = nbytes // BLOCK
